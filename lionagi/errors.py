@@ -1,0 +1,80 @@
+"""The exception tree of lionagi.
+
+Every public failure is one of these, with a message that names the bad value and what to do.
+Provider failures live in :mod:`lionagi.service.errors` and derive from :class:`LionError` too.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActionError",
+    "ConfigurationError",
+    "DuplicateToolError",
+    "LionError",
+    "OperationError",
+    "ParseError",
+    "ToolArgumentError",
+    "ToolError",
+    "ToolNotFoundError",
+    "ToolTimeoutError",
+    "UnauthorizedActionError",
+]
+
+
+class LionError(Exception):
+    """Base class of every exception raised by lionagi itself."""
+
+
+class ConfigurationError(LionError, ValueError):
+    """A constructor or call received a value it cannot use (unknown provider, bad URL, ...)."""
+
+
+class OperationError(LionError, ValueError):
+    """An operation was called with parameters that cannot work together."""
+
+
+class ToolError(LionError):
+    """Base class of tool registration and invocation failures."""
+
+
+class DuplicateToolError(ToolError, ValueError):
+    """A tool name is already registered; pass ``update=True`` to replace it."""
+
+
+class ToolNotFoundError(ToolError, KeyError):
+    """A model or caller asked for a tool name that is not registered."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "tool not found"
+
+
+class ToolArgumentError(ToolError, ValueError):
+    """Tool arguments failed validation before the call."""
+
+    def __init__(self, tool: str, field: str, message: str) -> None:
+        super().__init__(f"tool {tool!r}: argument {field!r}: {message}")
+        self.tool = tool
+        self.field = field
+
+
+class ActionError(ToolError):
+    """A tool raised while running and the caller asked for errors to propagate."""
+
+
+class ToolTimeoutError(ToolError, TimeoutError):
+    """A tool did not finish within its ``timeout``."""
+
+
+class UnauthorizedActionError(ToolError, PermissionError):
+    """The session's ``authorize`` gate refused a tool call."""
+
+
+class ParseError(LionError, ValueError):
+    """Text could not be turned into the requested ``response_format``."""
+
+    def __init__(self, schema: str, detail: str, text: str | None = None) -> None:
+        shown = "" if text is None else f"; text began {text[:80]!r}"
+        super().__init__(f"could not parse into {schema}: {detail}{shown}")
+        self.schema = schema
+        self.detail = detail
+        self.text = text

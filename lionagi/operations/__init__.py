@@ -1,0 +1,1 @@
+"""Operations: the turn driver and the operation bodies that run inside turns."""

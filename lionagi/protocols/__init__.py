@@ -1,0 +1,1 @@
+"""Conversation protocols: messages, tools and context providers."""

@@ -1,0 +1,1 @@
+"""Model service: :class:`iModel`, providers, typed responses and errors."""

@@ -1,0 +1,75 @@
+"""Typed provider errors. Each transport translates its failures into these at one boundary."""
+
+from __future__ import annotations
+
+from lionagi.errors import LionError
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "ProtocolError",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimitError",
+    "ServerError",
+    "UnknownProviderError",
+]
+
+
+class ProviderError(LionError):
+    """A model provider failed. ``provider``, ``model`` and ``status`` say where and how."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        model: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        where = provider if model is None else f"{provider}/{model}"
+        code = "" if status is None else f" (status {status})"
+        super().__init__(f"{where}{code}: {message}")
+        self.provider = provider
+        self.model = model
+        self.status = status
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the credentials (HTTP 401/403). Check the API key."""
+
+
+class RateLimitError(ProviderError):
+    """The provider is rate limiting (HTTP 429). ``retry_after`` is in seconds when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        model: str | None = None,
+        status: int | None = 429,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, model=model, status=status)
+        self.retry_after = retry_after
+
+
+class BadRequestError(ProviderError):
+    """The provider rejected the request as malformed (HTTP 400/404/422)."""
+
+
+class ServerError(ProviderError):
+    """The provider failed on its side (HTTP 5xx), or a CLI exited with an error."""
+
+
+class ProtocolError(ProviderError):
+    """The provider answered in a shape we cannot read: malformed SSE or JSON, a broken stream."""
+
+
+class ProviderTimeout(ProviderError, TimeoutError):
+    """The provider did not answer within the model's ``timeout``."""
+
+
+class UnknownProviderError(LionError, ValueError):
+    """A provider name is not registered. The message lists the known names."""

@@ -1,0 +1,325 @@
+"""``iModel``: one configured model — provider, model name, options, limits.
+
+It is the only object operations talk to for generation. It adds what every provider shares:
+a per-model concurrency limit (``anyio.CapacityLimiter``), timeouts as cancel scopes, request
+defaults, and a secret-free ``to_dict``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, SecretStr
+
+from lionagi._loopbound import LoopBound
+from lionagi.errors import ConfigurationError
+from lionagi.protocols.messages import Message
+from lionagi.service.errors import ProviderTimeout
+from lionagi.service.providers import provider_class
+from lionagi.service.providers.base import Provider
+from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
+
+__all__ = ["DEFAULT_TIMEOUT", "iModel"]
+
+DEFAULT_TIMEOUT = 300.0
+# provider names of lionagi.testing models, which to_dict marks but from_dict cannot rebuild
+_OFFLINE_PROVIDERS = frozenset({"function", "test"})
+
+
+def _limiter_idle(limiter: anyio.CapacityLimiter) -> bool:
+    stats = limiter.statistics()
+    return stats.borrowed_tokens == 0 and stats.tasks_waiting == 0
+
+
+class iModel:
+    """A model you can call: ``await model.invoke(messages)`` or ``model.stream(messages)``.
+
+    ``provider`` is a registered name (``"openai"``, ``"anthropic"``, ``"claude_code"``,
+    ``"ollama"``, ...) or a :class:`Provider` instance; ``"provider/model"`` in either
+    ``provider`` or ``model`` is split. The API key comes from ``api_key`` or the provider's
+    usual environment variable and is held as ``SecretStr``. ``timeout`` (seconds, ``None`` for
+    none) bounds a whole ``invoke`` and the wait for each chunk of a ``stream``.
+    ``concurrency_limit`` caps calls in flight on this model object. Other keyword arguments
+    are request defaults (``temperature=0.2``...), overridable per call.
+    """
+
+    def __init__(
+        self,
+        provider: str | Provider | None = None,
+        model: str | None = None,
+        *,
+        api_key: str | SecretStr | None = None,
+        base_url: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        concurrency_limit: int | None = None,
+        **request_defaults: Any,
+    ) -> None:
+        if timeout is not None and (
+            not isinstance(timeout, int | float)
+            or isinstance(timeout, bool)
+            or not timeout > 0  # also rejects NaN
+        ):
+            raise ConfigurationError(f"timeout must be a positive number or None, got {timeout!r}")
+        if concurrency_limit is not None and (
+            not isinstance(concurrency_limit, int)
+            or isinstance(concurrency_limit, bool)
+            or concurrency_limit < 1
+        ):
+            raise ConfigurationError(
+                f"concurrency_limit must be a positive int or None, got {concurrency_limit!r}"
+            )
+        if base_url is not None:
+            _check_base_url(base_url)
+        self.timeout = timeout
+        self.concurrency_limit = concurrency_limit
+        self.request_defaults: dict[str, Any] = dict(request_defaults)
+        self._provider_settings: dict[str, Any] = {}
+        if isinstance(provider, Provider):
+            self.provider = provider
+        else:
+            name, model_name = _split_names(provider, model)
+            cls, presets = provider_class(name)
+            presets.update({k: v for k, v in (("base_url", base_url),) if v is not None})
+            settings = {
+                k: request_defaults.pop(k) for k in _provider_keys(cls) if k in request_defaults
+            }
+            self.request_defaults = dict(request_defaults)
+            self._provider_settings = {**presets, **settings}
+            self.provider = cls(
+                model=model_name,
+                api_key=api_key,
+                timeout=timeout,
+                **self._provider_settings,
+            )
+        self._limiter: LoopBound[anyio.CapacityLimiter] | None = (
+            None
+            if concurrency_limit is None
+            else LoopBound(lambda: anyio.CapacityLimiter(concurrency_limit), _limiter_idle)
+        )
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def provider_name(self) -> str:
+        return self.provider.name
+
+    @property
+    def model(self) -> str:
+        return self.provider.model
+
+    @property
+    def supports_native_tools(self) -> bool:
+        return self.provider.supports_native_tools
+
+    def __repr__(self) -> str:
+        return f"iModel(provider={self.provider_name!r}, model={self.model!r})"
+
+    # -- calls ---------------------------------------------------------------------------
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        **options: Any,
+    ) -> ModelRequest:
+        """Build the :class:`ModelRequest` that ``invoke``/``stream`` would send."""
+        schema: dict[str, Any] | None
+        if response_format is None:
+            schema = None
+        elif isinstance(response_format, type) and issubclass(response_format, BaseModel):
+            schema = response_format.model_json_schema()
+        elif isinstance(response_format, Mapping):
+            schema = dict(response_format)
+        else:
+            raise ConfigurationError(
+                "response_format must be a pydantic model class or a JSON-schema dict, got "
+                f"{response_format!r}"
+            )
+        merged = {**self.request_defaults, **options} if self.request_defaults else options
+        return ModelRequest(
+            model=self.model,
+            messages=messages,
+            tools=tuple(dict(t) for t in tools),
+            response_format=schema,
+            options=merged,
+            session_id=session_id,
+        )
+
+    async def invoke(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        **options: Any,
+    ) -> ModelResponse:
+        """Send ``messages`` and return the whole reply (typed errors on failure)."""
+        request = self.request(
+            messages,
+            tools=tools,
+            response_format=response_format,
+            session_id=session_id,
+            **options,
+        )
+        if self._limiter is None:
+            return await self._invoke_timed(request)
+        async with self._limiter.get():
+            return await self._invoke_timed(request)
+
+    async def _invoke_timed(self, request: ModelRequest) -> ModelResponse:
+        if self.timeout is None:
+            return await self.provider.invoke(request)
+        with anyio.move_on_after(self.timeout) as scope:
+            return await self.provider.invoke(request)
+        assert scope.cancelled_caught
+        raise ProviderTimeout(
+            f"no reply within {self.timeout:g}s",
+            provider=self.provider_name,
+            model=self.model,
+        )
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        **options: Any,
+    ) -> AsyncIterator[StreamChunk]:
+        """Yield reply chunks; the last is a ``FinalChunk``. ``aclose()`` ends the call at once.
+
+        The timeout bounds the wait for each chunk. No cancel scope spans a ``yield``.
+        """
+        request = self.request(
+            messages,
+            tools=tools,
+            response_format=response_format,
+            session_id=session_id,
+            **options,
+        )
+        limiter = None if self._limiter is None else self._limiter.get()
+        borrower = object()
+        if limiter is not None:
+            await limiter.acquire_on_behalf_of(borrower)
+        chunks = self.provider.stream(request)
+        wait = math.inf if self.timeout is None else self.timeout
+        try:
+            while True:
+                with anyio.move_on_after(wait) as scope:
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        return
+                if scope.cancelled_caught:
+                    raise ProviderTimeout(
+                        f"no stream data within {self.timeout:g}s",
+                        provider=self.provider_name,
+                        model=self.model,
+                    )
+                yield chunk
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await _aclose(chunks)
+            finally:
+                if limiter is not None:
+                    limiter.release_on_behalf_of(borrower)
+
+    # -- copies and serialization --------------------------------------------------------
+    def copy(self) -> iModel:
+        """A new iModel with the same configuration that shares nothing mutable."""
+        return iModel(
+            self.provider.clone(),
+            timeout=self.timeout,
+            concurrency_limit=self.concurrency_limit,
+            **self.request_defaults,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Configuration without secrets; ``from_dict`` reads the key from the environment."""
+        return {
+            "provider": self.provider_name,
+            "model": self.model,
+            "timeout": self.timeout,
+            "concurrency_limit": self.concurrency_limit,
+            "provider_settings": dict(self.provider.config()),
+            "request_defaults": dict(self.request_defaults),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> iModel:
+        try:
+            provider = data["provider"]
+            model = data["model"]
+        except KeyError as exc:
+            raise ConfigurationError(f"iModel.from_dict: missing key {exc.args[0]!r}") from None
+        if data.get("offline") or provider in _OFFLINE_PROVIDERS:
+            raise ConfigurationError(
+                f"iModel.from_dict: {provider!r} is an offline model from lionagi.testing; its "
+                "function or script is not serialized, so rebuild it in code "
+                "(FunctionModel(fn) or TestModel([...]))"
+            )
+        settings = dict(data.get("provider_settings") or {})
+        defaults = dict(data.get("request_defaults") or {})
+        base_url = settings.pop("base_url", None)
+        return cls(
+            provider,
+            model,
+            base_url=base_url,
+            timeout=data.get("timeout", DEFAULT_TIMEOUT),
+            concurrency_limit=data.get("concurrency_limit"),
+            **settings,
+            **defaults,
+        )
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()
+
+
+def _split_names(provider: str | None, model: str | None) -> tuple[str, str]:
+    if provider is not None and not isinstance(provider, str):
+        raise ConfigurationError(
+            f"provider must be a name or a Provider instance, got {type(provider).__name__}"
+        )
+    if provider and "/" in provider and model is None:
+        provider, model = provider.split("/", 1)
+    elif provider is None and model and "/" in model:
+        provider, model = model.split("/", 1)
+    if not provider:
+        raise ConfigurationError(
+            "iModel needs a provider: iModel('openai', 'gpt-4o-mini') or "
+            "iModel(model='openai/gpt-4o-mini')"
+        )
+    if not model:
+        raise ConfigurationError(f"iModel({provider!r}) needs a model name")
+    return provider, model
+
+
+def _provider_keys(cls: type[Provider]) -> tuple[str, ...]:
+    return cls.setting_names
+
+
+def _check_base_url(base_url: str) -> None:
+    import httpx
+
+    try:
+        url = httpx.URL(base_url)
+    except Exception as exc:
+        raise ConfigurationError(f"malformed base_url {base_url!r}: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError(
+            f"base_url must be an absolute http(s) URL such as "
+            f"'http://127.0.0.1:8000/v1', got {base_url!r}"
+        )
+
+
+async def _aclose(chunks: AsyncIterator[StreamChunk]) -> None:
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        await close()

@@ -1,0 +1,62 @@
+"""Provider registry: names map to provider classes, imported on first use."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from lionagi.service.errors import UnknownProviderError
+from lionagi.service.providers.base import Provider
+
+__all__ = ["PROVIDERS", "Provider", "known_providers", "provider_class"]
+
+# name -> (module, class, preset settings). OpenAI-compatible servers differ only in presets.
+PROVIDERS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "openai": ("lionagi.service.providers.openai", "OpenAIChatProvider", {}),
+    "ollama": (
+        "lionagi.service.providers.openai",
+        "OpenAIChatProvider",
+        {"base_url": "http://localhost:11434/v1", "api_key_env": None, "name": "ollama"},
+    ),
+    "vllm": (
+        "lionagi.service.providers.openai",
+        "OpenAIChatProvider",
+        {"base_url": "http://localhost:8000/v1", "api_key_env": None, "name": "vllm"},
+    ),
+    "openrouter": (
+        "lionagi.service.providers.openai",
+        "OpenAIChatProvider",
+        {
+            "base_url": "https://openrouter.ai/api/v1",
+            "api_key_env": "OPENROUTER_API_KEY",
+            "name": "openrouter",
+        },
+    ),
+    "groq": (
+        "lionagi.service.providers.openai",
+        "OpenAIChatProvider",
+        {
+            "base_url": "https://api.groq.com/openai/v1",
+            "api_key_env": "GROQ_API_KEY",
+            "name": "groq",
+        },
+    ),
+    "anthropic": ("lionagi.service.providers.anthropic", "AnthropicProvider", {}),
+    "claude_code": ("lionagi.service.providers.claude_code", "ClaudeCodeProvider", {}),
+}
+
+
+def known_providers() -> list[str]:
+    return sorted(PROVIDERS)
+
+
+def provider_class(name: str) -> tuple[type[Provider], dict[str, Any]]:
+    """The provider class registered as ``name`` and its preset settings."""
+    try:
+        module_name, class_name, presets = PROVIDERS[name]
+    except KeyError:
+        raise UnknownProviderError(
+            f"unknown provider {name!r}; known providers: {', '.join(known_providers())}"
+        ) from None
+    cls: type[Provider] = getattr(importlib.import_module(module_name), class_name)
+    return cls, dict(presets)

@@ -1,0 +1,87 @@
+"""The provider interface every transport implements."""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+from pydantic import SecretStr
+
+from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
+
+__all__ = ["Provider"]
+
+
+class Provider(ABC):
+    """One way of reaching models: a wire format plus a transport.
+
+    Subclasses implement :meth:`invoke` and :meth:`stream` and translate every transport
+    failure into :mod:`lionagi.service.errors` at one place. ``stream`` returns an async
+    iterator whose ``aclose()`` releases the connection or process at once.
+    Instances are cheap; :class:`~lionagi.service.imodel.iModel` makes a fresh one per copy.
+    """
+
+    name: ClassVar[str] = "provider"
+    default_base_url: ClassVar[str | None] = None
+    api_key_env: ClassVar[str | None] = None
+    supports_native_tools: ClassVar[bool] = True
+    #: constructor keywords of this provider that ``iModel(**kwargs)`` routes here
+    #: instead of into the request defaults
+    setting_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: SecretStr | str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        name: str | None = None,
+        api_key_env: str | None = "",
+        **settings: Any,
+    ) -> None:
+        self._init_kwargs: dict[str, Any] = {
+            "base_url": base_url,
+            "timeout": timeout,
+            "name": name,
+            "api_key_env": api_key_env,
+            **settings,
+        }
+        self.model = model
+        if name is not None:
+            self.name = name  # type: ignore[misc]  # preset instances rename themselves
+        env = self.api_key_env if api_key_env == "" else api_key_env
+        self.key_env: str | None = env
+        if api_key is None and env:
+            from_env = os.environ.get(env)
+            api_key = from_env or None
+        self.api_key: SecretStr | None = (
+            api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
+        )
+        self.base_url = (base_url or self.default_base_url or "").rstrip("/") or None
+        self.timeout = timeout
+        self.settings: dict[str, Any] = dict(settings)
+
+    @abstractmethod
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the whole reply."""
+
+    @abstractmethod
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Send ``request`` and yield chunks; the last one is a ``FinalChunk``."""
+
+    async def aclose(self) -> None:  # noqa: B027  # optional hook
+        """Release pooled connections. Safe to call more than once."""
+
+    def clone(self) -> Provider:
+        """A fresh provider with the same configuration and no shared connections."""
+        return type(self)(model=self.model, api_key=self.api_key, **self._init_kwargs)
+
+    def config(self) -> dict[str, Any]:
+        """Settings needed to rebuild this provider, without secrets."""
+        return {"base_url": self.base_url, **self.settings}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"

@@ -1,0 +1,1 @@
+"""Conversations: the Branch, and the Session that groups branches under one observer."""

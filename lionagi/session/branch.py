@@ -1,0 +1,349 @@
+"""The Branch: one conversation — its history, tools and models.
+
+This module holds the aggregate itself: construction, accessors, cloning and serialization.
+Turns (model calls) are run by :mod:`lionagi.operations.turn`, which uses the private turn
+fields created here; the Branch holds no other turn state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from uuid import UUID, uuid4
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lionagi._loopbound import LoopBound
+from lionagi.errors import ConfigurationError
+from lionagi.operations.turn import schedule_message_signal
+from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
+from lionagi.protocols.messages import Message, MessageManager, MessageUnion, System
+from lionagi.protocols.tools import Tool, ToolRegistry
+from lionagi.service.imodel import iModel
+from lionagi.session.control import LoopControl, LoopDirective
+
+if TYPE_CHECKING:
+    from lionagi.operations.types import TurnExecutionContext
+    from lionagi.session.observer import Observer
+    from lionagi.session.session import Session
+    from lionagi.session.signal import Signal
+
+__all__ = ["Branch"]
+
+ToolsArg = Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
+
+
+def _new_turn_lock() -> anyio.Semaphore:
+    # A FIFO binary semaphore rather than anyio.Lock: a stream turn may be closed by a task other
+    # than the one that started it (aclose() from elsewhere, or the event loop finalizing an
+    # abandoned iterator), and anyio.Lock refuses a release from a non-owner task.
+    return anyio.Semaphore(1, max_value=1, fast_acquire=True)
+
+
+def _lock_idle(lock: anyio.Semaphore) -> bool:
+    return lock.value == 1 and lock.statistics().tasks_waiting == 0
+
+
+class Branch:
+    """One conversation: an ordered, append-only history plus the tools and models it uses.
+
+    ``system`` (text or a :class:`System`) becomes the first message, followed by
+    ``messages``. Models are :class:`iModel` objects or ``"provider/model"`` strings;
+    ``parse_model`` falls back to ``chat_model``. ``tools`` are :class:`Tool` objects or
+    plain callables.
+    """
+
+    def __init__(
+        self,
+        *,
+        system: str | System | None = None,
+        chat_model: iModel | str | None = None,
+        parse_model: iModel | str | None = None,
+        tools: ToolsArg | None = None,
+        messages: Iterable[Message] | None = None,
+        name: str | None = None,
+        user: str | None = None,
+        id: UUID | None = None,
+    ) -> None:
+        if id is not None and not isinstance(id, UUID):
+            raise ConfigurationError(f"Branch id must be a UUID, got {id!r}")
+        for label, value in (("name", name), ("user", user)):
+            if value is not None and not isinstance(value, str):
+                raise ConfigurationError(f"Branch {label} must be a string or None, got {value!r}")
+        self.id: UUID = uuid4() if id is None else id
+        self.name: str | None = name
+        self.user: str | None = user
+        self._chat_model: iModel | None = _coerce_model(chat_model, "chat_model")
+        self._parse_model: iModel | None = _coerce_model(parse_model, "parse_model")
+        self._tools = ToolRegistry()
+        if tools is not None:
+            self.register_tools(tools)
+        self._messages = MessageManager(_initial_history(system, messages))
+        self._messages.on_added(self._on_message_added)
+
+        # Turn fields (ADR-0018 D1): the lock that serializes top-level turns and the pointer to
+        # the one active context, for out-of-band control. Only lionagi.operations.turn writes
+        # them; all other turn state lives in the TurnExecutionContext.
+        self._turn_lock: LoopBound[anyio.Semaphore] = LoopBound(_new_turn_lock, _lock_idle)
+        self._active_turn_context: TurnExecutionContext | None = None
+        self._last_context_report: ProviderReport | None = None
+        self._providers: ContextProviderRegistry | None = None
+        self._observer: Observer | None = None
+        self._session: Session | None = None
+
+    def _on_message_added(self, message: Message) -> None:
+        schedule_message_signal(self, message)
+
+    # -- turns: control, report, providers, signals ----------------------------------------
+    def control(
+        self,
+        directive: LoopDirective | str,
+        *,
+        reason: str | None = None,
+        turn_id: UUID | None = None,
+    ) -> bool:
+        """Address a directive to the active turn (ADR-0018 D3).
+
+        Returns False and stores nothing when no turn is active (including while one is
+        finalizing) or ``turn_id`` names another turn. Directives are never queued for a later
+        turn; several before a poll keep the last.
+        """
+        context = self._active_turn_context
+        if context is None or context.phase != "active":
+            return False
+        if turn_id is not None and turn_id != context.turn_id:
+            return False
+        context.control = LoopControl(LoopDirective(directive), context.turn_id, reason)
+        return True
+
+    def poll_control(self, *, turn_id: UUID | None = None) -> LoopControl | None:
+        """Take the active turn's pending directive, if any (and if ``turn_id`` matches)."""
+        context = self._active_turn_context
+        if context is None or context.phase != "active":
+            return None
+        if turn_id is not None and turn_id != context.turn_id:
+            return None
+        control = context.control
+        context.control = None
+        return control
+
+    @property
+    def active_turn_id(self) -> UUID | None:
+        """The id of the turn running on this Branch, if one is active."""
+        context = self._active_turn_context
+        return None if context is None or context.phase != "active" else context.turn_id
+
+    @property
+    def last_context_report(self) -> ProviderReport | None:
+        """The context-provider report of the last top-level turn that ended (ADR-0018 D5).
+
+        Includes failed, cancelled and abandoned turns; ``None`` after a turn that had no
+        providers. A running turn never publishes a partial report here.
+        """
+        return self._last_context_report
+
+    @property
+    def providers(self) -> ContextProviderRegistry:
+        """This Branch's context providers (created on first use)."""
+        if self._providers is None:
+            self._providers = ContextProviderRegistry()
+        return self._providers
+
+    @property
+    def session(self) -> Session | None:
+        return self._session
+
+    async def emit(self, signal: Signal) -> None:
+        """Deliver ``signal`` to this Branch's observers now (nothing without a Session)."""
+        if self._observer is not None:
+            await self._observer.emit(signal)
+
+    # -- history -------------------------------------------------------------------------
+    @property
+    def system(self) -> System | None:
+        return self._messages.system
+
+    @property
+    def msgs(self) -> MessageManager:
+        """The history (append-only; read it as a sequence)."""
+        return self._messages
+
+    @property
+    def messages(self) -> MessageManager:
+        """Same object as :attr:`msgs`."""
+        return self._messages
+
+    # -- tools ---------------------------------------------------------------------------
+    @property
+    def tools(self) -> ToolRegistry:
+        return self._tools
+
+    def register_tools(self, tools: ToolsArg, *, update: bool = False) -> tuple[Tool, ...]:
+        """Register one tool or callable, or several (all or none); returns the Tools."""
+        if isinstance(tools, Tool) or callable(tools):
+            return self._tools.register_many([tools], update=update)
+        return self._tools.register_many(tools, update=update)
+
+    # -- models --------------------------------------------------------------------------
+    @property
+    def chat_model(self) -> iModel | None:
+        return self._chat_model
+
+    @chat_model.setter
+    def chat_model(self, value: iModel | str | None) -> None:
+        self._chat_model = _coerce_model(value, "chat_model")
+
+    @property
+    def parse_model(self) -> iModel | None:
+        """The model that reformats unparseable replies; ``chat_model`` unless set."""
+        return self._parse_model if self._parse_model is not None else self._chat_model
+
+    @parse_model.setter
+    def parse_model(self, value: iModel | str | None) -> None:
+        self._parse_model = _coerce_model(value, "parse_model")
+
+    # -- copies and serialization --------------------------------------------------------
+    def clone(self) -> Branch:
+        """A new branch (new id) with the same history, a copy of the tool registry and
+        copies of the models; the copy shares no mutable state and has no turn in progress."""
+        chat = None if self._chat_model is None else self._chat_model.copy()
+        if self._parse_model is None:
+            parse = None
+        elif self._parse_model is self._chat_model:
+            parse = chat
+        else:
+            parse = self._parse_model.copy()
+        other = Branch(
+            chat_model=chat,
+            parse_model=parse,
+            messages=self._messages.snapshot(),
+            name=self.name,
+            user=self.user,
+        )
+        other._tools = self._tools.copy()
+        return other
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe state without secrets: history, model configuration and tool names.
+
+        Tool functions are not serializable; :meth:`from_dict` takes them again.
+        """
+        return {
+            "id": str(self.id),
+            "name": self.name,
+            "user": self.user,
+            "messages": [message.model_dump(mode="json") for message in self._messages],
+            "chat_model": None if self._chat_model is None else self._chat_model.to_dict(),
+            "parse_model": None if self._parse_model is None else self._parse_model.to_dict(),
+            "tools": list(self._tools.names),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, tools: ToolsArg | None = None) -> Branch:
+        """Rebuild a branch from :meth:`to_dict` output.
+
+        Pass ``tools`` to re-attach functions; then every tool name the data lists must be
+        among them. Without ``tools`` the branch starts with none. API keys come from the
+        environment, as for :meth:`iModel.from_dict`.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigurationError(
+                f"Branch.from_dict expects a mapping, got {type(data).__name__}"
+            )
+        try:
+            state = _BranchData.model_validate(dict(data))
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in error["loc"]) or "(data)"
+            detail = error["msg"]
+            if error["type"] == "extra_forbidden":
+                detail = f"unknown key; expected keys: {', '.join(_BranchData.model_fields)}"
+            raise ConfigurationError(f"Branch.from_dict: bad value at {where!r}: {detail}") from exc
+        models: dict[str, iModel | None] = {}
+        for key, config in (("chat_model", state.chat_model), ("parse_model", state.parse_model)):
+            try:
+                models[key] = None if config is None else iModel.from_dict(config)
+            except (ConfigurationError, TypeError, ValueError) as exc:
+                raise ConfigurationError(f"Branch.from_dict: bad value at {key!r}: {exc}") from exc
+        branch = cls(
+            chat_model=models["chat_model"],
+            parse_model=models["parse_model"],
+            messages=state.messages,
+            name=state.name,
+            user=state.user,
+            id=state.id,
+        )
+        if tools is not None:
+            branch.register_tools(tools)
+            missing = [name for name in state.tools if name not in branch.tools]
+            if missing:
+                raise ConfigurationError(
+                    f"Branch.from_dict: tools {', '.join(map(repr, missing))} are listed in "
+                    "the data but were not supplied in tools=...; pass them, or pass "
+                    "tools=None to restore the branch without tools"
+                )
+        return branch
+
+    def __repr__(self) -> str:
+        return f"Branch(id={self.id}, name={self.name!r}, messages={len(self._messages)})"
+
+
+class _BranchData(BaseModel):
+    """The shape of :meth:`Branch.to_dict` output, used to validate ``from_dict`` input."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: UUID
+    name: str | None = None
+    user: str | None = None
+    messages: list[MessageUnion] = Field(default_factory=list)
+    chat_model: dict[str, Any] | None = None
+    parse_model: dict[str, Any] | None = None
+    tools: list[str] = Field(default_factory=list)
+
+
+def _coerce_model(value: iModel | str | None, label: str) -> iModel | None:
+    if value is None or isinstance(value, iModel):
+        return value
+    if isinstance(value, str):
+        return iModel(model=value)
+    raise ConfigurationError(
+        f"{label} must be an iModel, a 'provider/model' string or None, got {type(value).__name__}"
+    )
+
+
+def _initial_history(
+    system: str | System | None, messages: Iterable[Message] | None
+) -> list[Message]:
+    history: list[Message] = []
+    if isinstance(system, str):
+        history.append(System(content=system))
+    elif isinstance(system, System):
+        history.append(system)
+    elif system is not None:
+        raise ConfigurationError(
+            f"system must be a string, a System message or None, got {type(system).__name__}"
+        )
+    given = [] if messages is None else list(messages)
+    for index, message in enumerate(given):
+        if not isinstance(message, Message):
+            raise ConfigurationError(
+                f"messages[{index}] is a {type(message).__name__}, not a Message"
+            )
+        if isinstance(message, System) and index > 0:
+            raise ConfigurationError(
+                f"messages[{index}] is a System message; only the first message may be one"
+            )
+        if isinstance(message, System) and history:
+            raise ConfigurationError(
+                "messages[0] is a System message and system= was given too; pass the system "
+                "prompt once"
+            )
+    history.extend(given)
+    seen: set[UUID] = set()
+    for message in history:
+        if message.id in seen:
+            raise ConfigurationError(f"message {message.id} appears twice in the history")
+        seen.add(message.id)
+    return history

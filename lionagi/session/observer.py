@@ -1,0 +1,91 @@
+"""The observer bus: handlers subscribe per signal type; failures are logged, never raised."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from lionagi.session.signal import Signal
+
+if TYPE_CHECKING:
+    from lionagi.protocols.messages import ActionRequest
+
+__all__ = ["Authorizer", "Handler", "Observer"]
+
+logger = logging.getLogger("lionagi.observer")
+
+Handler: TypeAlias = Callable[[Any, Any], Awaitable[None] | None]
+Authorizer: TypeAlias = Callable[[Any, "ActionRequest"], Awaitable[bool] | bool]
+
+
+class Observer:
+    """Delivers signals to handlers registered for their type or any base type.
+
+    ``handler(signal, session)`` may be sync or async. Handlers of one signal run one after the
+    other in subscription order; an ``Exception`` from one is logged and the rest still run.
+    Cancellation and other ``BaseException`` propagate.
+    """
+
+    __slots__ = ("_authorizer", "_by_type", "_handlers", "session")
+
+    def __init__(self, session: Any = None) -> None:
+        self.session = session
+        self._handlers: list[tuple[type[Signal], Handler]] = []
+        self._by_type: dict[type[Signal], tuple[Handler, ...]] = {}
+        self._authorizer: Authorizer | None = None
+
+    def subscribe(self, signal_type: type[Signal], handler: Handler) -> Callable[[], None]:
+        """Call ``handler`` for every signal that is a ``signal_type``; returns an unsubscriber."""
+        if not (isinstance(signal_type, type) and issubclass(signal_type, Signal)):
+            raise TypeError(f"signal_type must be a Signal subclass, got {signal_type!r}")
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, got {handler!r}")
+        entry = (signal_type, handler)
+        self._handlers.append(entry)
+        self._by_type.clear()
+
+        def unsubscribe() -> None:
+            if entry in self._handlers:
+                self._handlers.remove(entry)
+                self._by_type.clear()
+
+        return unsubscribe
+
+    def handlers_for(self, signal_type: type[Signal]) -> tuple[Handler, ...]:
+        found = self._by_type.get(signal_type)
+        if found is None:
+            found = tuple(h for t, h in self._handlers if issubclass(signal_type, t))
+            self._by_type[signal_type] = found
+        return found
+
+    def wants(self, signal_type: type[Signal]) -> bool:
+        """Whether any handler would receive a signal of this type (lets emitters skip work)."""
+        return bool(self.handlers_for(signal_type))
+
+    async def emit(self, signal: Signal) -> None:
+        for handler in self.handlers_for(type(signal)):
+            try:
+                outcome = handler(signal, self.session)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                logger.exception(
+                    "observer handler %r failed on %s",
+                    getattr(handler, "__name__", handler),
+                    signal.kind,
+                )
+
+    # -- the authorization gate used before tool calls ------------------------------------
+    def set_authorizer(self, authorizer: Authorizer | None) -> None:
+        """``authorizer(branch, action_request) -> bool`` (sync or async) gates every tool call."""
+        self._authorizer = authorizer
+
+    async def authorize(self, branch: Any, request: ActionRequest) -> bool:
+        if self._authorizer is None:
+            return True
+        verdict = self._authorizer(branch, request)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        return bool(verdict)

@@ -1,0 +1,111 @@
+"""Signals: what observers are told about a Branch.
+
+Lifecycle signals (:class:`RunStart`, :class:`RunEnd`, :class:`RunFailed`) carry the ``turn_id``
+of the top-level turn they describe; :class:`MessageAdded` carries it when the message was
+recorded inside a live turn. UUIDs serialize to their string form.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+
+from lionagi.protocols.messages import Message, Usage
+
+__all__ = [
+    "SIGNAL_SCHEMA_VERSION",
+    "MessageAdded",
+    "RunEnd",
+    "RunFailed",
+    "RunStart",
+    "Signal",
+    "build_run_end",
+]
+
+#: Bumped only for incompatible changes; additive nullable fields (like ``turn_id``) keep it.
+SIGNAL_SCHEMA_VERSION = 1
+
+
+class Signal(BaseModel):
+    """Base of every signal: the Branch it concerns and when it was raised."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    branch_id: UUID | None = None
+    created_at: float = Field(default_factory=time.time)
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+class RunStart(Signal):
+    """A top-level turn acquired its Branch and is about to run."""
+
+    turn_id: UUID | None = None
+    operation: str | None = None
+
+
+class RunEnd(Signal):
+    """A top-level turn finished: returned, ended its stream, or was closed by its consumer."""
+
+    turn_id: UUID | None = None
+    operation: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_cost_usd: float = 0.0
+    num_turns: int = 0
+    duration_ms: float = 0.0
+
+
+class RunFailed(Signal):
+    """A top-level turn ended with an exception or a cancellation (``data`` holds it)."""
+
+    turn_id: UUID | None = None
+    operation: str | None = None
+    data: BaseException | None = None
+    duration_ms: float = 0.0
+
+    @field_serializer("data")
+    def _serialize_data(self, data: BaseException | None) -> str | None:
+        return None if data is None else f"{type(data).__name__}: {data}"
+
+
+class MessageAdded(Signal):
+    """A message was appended to the Branch history."""
+
+    message: Message
+    turn_id: UUID | None = None
+
+
+def build_run_end(
+    branch: Any,
+    *,
+    turn_id: UUID | None = None,
+    duration_ms: float = 0.0,
+    result: Any = None,
+    usage: Usage | None = None,
+    num_turns: int = 0,
+    operation: str | None = None,
+) -> RunEnd:
+    """The :class:`RunEnd` for a finished turn of ``branch``.
+
+    ``usage`` is what the turn's model calls reported; without it, a ``result`` that carries a
+    ``usage`` attribute is used. ``num_turns`` counts model calls.
+    """
+    if usage is None:
+        candidate = getattr(result, "usage", None)
+        usage = candidate if isinstance(candidate, Usage) else Usage()
+    return RunEnd(
+        branch_id=getattr(branch, "id", None),
+        turn_id=turn_id,
+        operation=operation,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_cost_usd=usage.cost_usd or 0.0,
+        num_turns=num_turns,
+        duration_ms=duration_ms,
+    )

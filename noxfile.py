@@ -1,0 +1,69 @@
+"""Sessions: tests (per backend), tests_trio, lint, typecheck, docs, bench, reliability."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests", "tests_trio"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = ["3.11"]
+
+
+def _install(session: nox.Session) -> None:
+    session.install("-e", ".[dev]")
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("backend", ["asyncio", "trio"])
+def tests(session: nox.Session, backend: str) -> None:
+    """tests/ on one backend (``nox -s tests`` runs both)."""
+    _install(session)
+    session.run("pytest", "tests", *session.posargs, env={"LIONAGI_TEST_BACKENDS": backend})
+
+
+@nox.session(python=PYTHON)
+def tests_trio(session: nox.Session) -> None:
+    """Trio-native tests with pytest-trio."""
+    _install(session)
+    session.run("pytest", "tests_trio", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    _install(session)
+    session.run("mypy", "lionagi")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    _install(session)
+    session.run("mkdocs", "build", "--strict")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks of this package; results go to benchmarks/results/."""
+    _install(session)
+    session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_peers(session: nox.Session) -> None:
+    """The same zero-latency turn through the peers, in their own virtual environment."""
+    session.install("lionagi", "pydantic-ai-slim", "anyio", "pydantic")
+    session.run("python", "-m", "benchmarks.peers", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def reliability(session: nox.Session) -> None:
+    """Full-size reliability scenarios; writes docs/reliability.md."""
+    _install(session)
+    session.run("python", "-m", "benchmarks.reliability", *session.posargs)

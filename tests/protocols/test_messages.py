@@ -1,0 +1,235 @@
+"""Messages (identity, immutability, round trips) and the append-only MessageManager."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from pydantic import ValidationError
+
+from lionagi.protocols.messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    MessageManager,
+    System,
+    ToolCall,
+    Usage,
+    message_from_dict,
+)
+
+
+def every_kind() -> list[Message]:
+    request = ActionRequest(call_id="call_1", function="add", arguments={"a": 1, "b": [2, 3]})
+    return [
+        System(content="Be brief."),
+        Instruction(
+            instruction="Add numbers",
+            guidance="Use the tool",
+            context={"numbers": [1, 2], "nested": {"ok": True}},
+            tool_schemas=({"type": "function", "function": {"name": "add"}},),
+            response_format={"type": "object", "properties": {}},
+            images=("data:image/png;base64,AAAA",),
+            sender="alice",
+        ),
+        AssistantResponse(
+            content="Calling add.",
+            model="m-1",
+            usage=Usage(input_tokens=10, output_tokens=4, cost_usd=0.5),
+            raw={"id": "resp_1", "choices": [{"index": 0}]},
+        ),
+        request,
+        ActionResponse(
+            request_id=request.id,
+            call_id="call_1",
+            function="add",
+            output={"sum": 6},
+            is_error=False,
+        ),
+    ]
+
+
+# -- messages ----------------------------------------------------------------------------
+
+
+def test_ids_and_timestamps() -> None:
+    before = time.time()
+    first = System(content="a")
+    second = System(content="a")
+    after = time.time()
+    assert isinstance(first.id, UUID)
+    assert first.id != second.id
+    assert before <= first.created_at <= second.created_at <= after
+    fixed = uuid4()
+    assert Instruction(id=fixed, created_at=1.0).id == fixed
+
+
+def test_roles() -> None:
+    roles = [m.role for m in every_kind()]
+    assert roles == ["system", "user", "assistant", "assistant", "tool"]
+    with pytest.raises(NotImplementedError):
+        _ = Message().role
+
+
+@pytest.mark.parametrize("message", every_kind(), ids=lambda m: type(m).__name__)
+def test_messages_are_immutable(message: Message) -> None:
+    with pytest.raises(ValidationError):
+        message.id = uuid4()  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        message.created_at = 0.0  # type: ignore[misc]
+
+
+def test_unknown_fields_are_rejected() -> None:
+    with pytest.raises(ValidationError, match="colour"):
+        System(content="x", colour="red")  # type: ignore[call-arg]
+    with pytest.raises(ValidationError):
+        ToolCall(id="1", name="f", extra=1)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("message", every_kind(), ids=lambda m: type(m).__name__)
+def test_round_trip_through_json(message: Message) -> None:
+    data = message.model_dump(mode="json")
+    restored = message_from_dict(json.loads(json.dumps(data)))
+    assert type(restored) is type(message)
+    assert restored == message
+    assert restored.model_dump(mode="json") == data
+
+
+def test_message_from_dict_selects_by_kind_and_rejects_bad_data() -> None:
+    restored = message_from_dict({"kind": "system", "content": "x"})
+    assert isinstance(restored, System)
+    with pytest.raises(ValidationError):
+        message_from_dict({"kind": "nope", "content": "x"})
+    with pytest.raises(ValidationError):
+        message_from_dict({"content": "x"})
+    with pytest.raises(ValidationError):
+        message_from_dict({"kind": "action_response", "call_id": "c", "function": "f"})
+
+
+def test_usage_addition() -> None:
+    a = Usage(input_tokens=1, output_tokens=2, cached_input_tokens=3, cache_write_tokens=4)
+    b = Usage(input_tokens=10, output_tokens=20, cost_usd=0.25)
+    total = a + b
+    assert total == Usage(
+        input_tokens=11,
+        output_tokens=22,
+        cached_input_tokens=3,
+        cache_write_tokens=4,
+        cost_usd=0.25,
+    )
+    assert total.total_tokens == 33
+    assert (a + a).cost_usd is None
+
+
+# -- MessageManager ----------------------------------------------------------------------
+
+
+def test_manager_keeps_order_and_reads_like_a_sequence() -> None:
+    messages = every_kind()
+    manager = MessageManager(messages[:2])
+    manager.add(messages[2])
+    manager.extend(messages[3:])
+    assert list(manager) == messages
+    assert len(manager) == 5
+    assert manager[0] is messages[0]
+    assert manager[-1] is messages[-1]
+    assert manager[1:3] == messages[1:3]
+    assert manager.system is messages[0]
+    assert manager.get(messages[3].id) is messages[3]
+    assert manager.get(uuid4()) is None
+    assert messages[2] in manager
+    assert System(content="Be brief.") not in manager
+    assert "text" not in manager
+
+
+def test_snapshot_is_a_copy() -> None:
+    manager = MessageManager([System(content="s")])
+    snapshot = manager.snapshot()
+    manager.add(Instruction(instruction="later"))
+    assert len(snapshot) == 1
+    assert len(manager) == 2
+
+
+def test_system_only_when_first() -> None:
+    assert MessageManager().system is None
+    assert MessageManager([Instruction(instruction="hi")]).system is None
+
+
+def test_duplicates_and_non_messages_are_rejected() -> None:
+    message = Instruction(instruction="once")
+    with pytest.raises(ValueError, match=str(message.id)):
+        MessageManager([message, message])
+    manager = MessageManager([message])
+    with pytest.raises(ValueError, match="already"):
+        manager.add(message)
+    copy_with_same_id = message.model_copy(update={"instruction": "twice"})
+    with pytest.raises(ValueError, match="already"):
+        manager.add(copy_with_same_id)
+    with pytest.raises(TypeError, match="dict"):
+        manager.add({"kind": "system"})  # type: ignore[arg-type]
+    assert list(manager) == [message]
+
+
+def test_callbacks_run_in_order_after_storing() -> None:
+    manager = MessageManager()
+    seen: list[tuple[str, UUID, int]] = []
+    manager.on_added(lambda m: seen.append(("first", m.id, len(manager))))
+    manager.on_added(lambda m: seen.append(("second", m.id, len(manager))))
+    message = Instruction(instruction="hi")
+    assert manager.add(message) is message
+    assert seen == [("first", message.id, 1), ("second", message.id, 1)]
+
+
+def test_initial_messages_do_not_trigger_callbacks() -> None:
+    seen: list[Message] = []
+    manager = MessageManager([System(content="s")])
+    manager.on_added(seen.append)
+    assert seen == []
+
+
+def test_every_callback_runs_and_the_first_error_is_raised() -> None:
+    manager = MessageManager()
+    calls: list[str] = []
+
+    def fail_a(message: Message) -> None:
+        calls.append("a")
+        raise RuntimeError("a failed")
+
+    def fail_b(message: Message) -> None:
+        calls.append("b")
+        raise KeyError("b failed")
+
+    manager.on_added(fail_a)
+    manager.on_added(fail_b)
+    manager.on_added(lambda m: calls.append("c"))
+    message = Instruction(instruction="hi")
+    with pytest.raises(RuntimeError, match="a failed"):
+        manager.add(message)
+    assert calls == ["a", "b", "c"]
+    assert list(manager) == [message]
+
+
+def test_unregister() -> None:
+    manager = MessageManager()
+    seen: list[str] = []
+    remove_first = manager.on_added(lambda m: seen.append("first"))
+    manager.on_added(lambda m: seen.append("second"))
+    manager.add(Instruction())
+    remove_first()
+    remove_first()  # a second call is harmless
+    manager.add(Instruction())
+    assert seen == ["first", "second", "second"]
+
+
+def test_extend_notifies_each_message() -> None:
+    manager = MessageManager()
+    seen: list[Any] = []
+    manager.on_added(lambda m: seen.append(m.id))
+    batch = every_kind()
+    manager.extend(batch)
+    assert seen == [m.id for m in batch]

@@ -1,0 +1,455 @@
+"""Anthropic Messages against a real local HTTP server, on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from lionagi.protocols._render import schema_instruction, to_anthropic_messages
+from lionagi.protocols.messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    System,
+)
+from lionagi.service.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ProtocolError,
+    ProviderError,
+    ProviderTimeout,
+    RateLimitError,
+    ServerError,
+)
+from lionagi.service.imodel import iModel
+from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta, UsageChunk
+from tests.service.http_server import AWAIT_CLOSE, DROP, HANG, Reply, ScriptedServer, sse
+
+# module-level mark: anyio parametrizes by backend at collection, which keeps parametrize ids
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-ant-test-secret-0123456789"
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as running:
+        yield running
+
+
+def model_for(server: ScriptedServer, **kwargs: Any) -> iModel:
+    options: dict[str, Any] = {"api_key": KEY, "timeout": 10.0, **kwargs}
+    return iModel("anthropic", "claude-test", base_url=server.url, **options)
+
+
+def history() -> list[Message]:
+    return [System(content="Be brief."), Instruction(instruction="Say hi.")]
+
+
+USAGE = {
+    "input_tokens": 10,
+    "output_tokens": 4,
+    "cache_read_input_tokens": 100,
+    "cache_creation_input_tokens": 20,
+}
+
+
+def message(content: list[dict[str, Any]], stop: str = "end_turn") -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test-20250101",
+        "content": content,
+        "stop_reason": stop,
+        "usage": USAGE,
+    }
+
+
+def event(kind: str, **fields: Any) -> str:
+    return sse({"type": kind, **fields}, event=kind)
+
+
+def start_events() -> list[str | Any]:
+    started = message([], stop="")
+    started.update(stop_reason=None, usage={**USAGE, "output_tokens": 1})
+    return [event("message_start", message=started), event("ping")]
+
+
+def text_block(index: int, *pieces: str) -> list[str | Any]:
+    return [
+        event("content_block_start", index=index, content_block={"type": "text", "text": ""}),
+        *(
+            event("content_block_delta", index=index, delta={"type": "text_delta", "text": p})
+            for p in pieces
+        ),
+        event("content_block_stop", index=index),
+    ]
+
+
+def tool_block(index: int, call_id: str, name: str, *pieces: str) -> list[str | Any]:
+    start = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+    return [
+        event("content_block_start", index=index, content_block=start),
+        *(
+            event(
+                "content_block_delta",
+                index=index,
+                delta={"type": "input_json_delta", "partial_json": p},
+            )
+            for p in pieces
+        ),
+        event("content_block_stop", index=index),
+    ]
+
+
+def end_events(stop: str = "end_turn") -> list[str | Any]:
+    return [
+        event("message_delta", delta={"stop_reason": stop}, usage={"output_tokens": 9}),
+        event("message_stop"),
+    ]
+
+
+async def collect(model: iModel, messages: list[Message], **kwargs: Any) -> list[StreamChunk]:
+    return [item async for item in model.stream(messages, **kwargs)]
+
+
+# -- whole replies -------------------------------------------------------------------------
+
+
+async def test_plain_reply_and_request_shape(server: ScriptedServer) -> None:
+    server.reply(Reply(json=message([{"type": "text", "text": "Hi!"}])))
+    model = model_for(server, temperature=0.3)
+
+    response = await model.invoke(history())
+
+    assert response.text == "Hi!"
+    assert response.provider == "anthropic"
+    assert response.model == "claude-test-20250101"
+    assert response.finish_reason == "end_turn"
+    assert response.usage.input_tokens == 130  # fresh + cache read + cache write
+    assert response.usage.output_tokens == 4
+    assert response.usage.cached_input_tokens == 100
+    assert response.usage.cache_write_tokens == 20
+    [received] = server.requests
+    assert received.path == "/v1/messages"
+    assert received.headers["x-api-key"] == KEY
+    assert received.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in received.headers
+    assert received.json == {
+        "model": "claude-test",
+        "max_tokens": 4096,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hi."}]}],
+        "temperature": 0.3,
+    }
+    await model.aclose()
+
+
+class Answer(BaseModel):
+    value: int
+
+
+async def test_tools_history_and_response_format_in_body(server: ScriptedServer) -> None:
+    server.reply(Reply(json=message([{"type": "text", "text": '{"value": 1}'}])))
+    model = model_for(server)
+    call = ActionRequest(call_id="toolu_1", function="get_weather", arguments={"city": "Oslo"})
+    messages: list[Message] = [
+        *history(),
+        AssistantResponse(content="Checking."),
+        call,
+        ActionResponse(request_id=call.id, call_id="toolu_1", function="get_weather", output="3 C"),
+        Instruction(instruction="And now?"),
+    ]
+
+    await model.invoke(messages, tools=[WEATHER_TOOL], response_format=Answer, max_tokens=99)
+
+    body = server.requests[0].json
+    system, rendered = to_anthropic_messages(messages)
+    assert body["messages"] == rendered
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert body["messages"][1]["content"][1] == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "get_weather",
+        "input": {"city": "Oslo"},
+    }
+    assert body["messages"][2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_1",
+        "content": "3 C",
+        "is_error": False,
+    }
+    assert body["system"] == f"{system}\n\n{schema_instruction(Answer.model_json_schema())}"
+    assert body["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "input_schema": WEATHER_TOOL["function"]["parameters"],  # type: ignore[index]
+        }
+    ]
+    assert body["max_tokens"] == 99
+    assert "stream" not in body
+    await model.aclose()
+
+
+async def test_plain_tool_calls(server: ScriptedServer) -> None:
+    content = [
+        {"type": "text", "text": "Let me check."},
+        {"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Oslo"}},
+        {"type": "tool_use", "id": "toolu_b", "name": "now", "input": {}},
+    ]
+    server.reply(Reply(json=message(content, stop="tool_use")))
+    model = model_for(server)
+
+    response = await model.invoke(history(), tools=[WEATHER_TOOL])
+
+    assert response.text == "Let me check."
+    assert response.finish_reason == "tool_use"
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("toolu_a", "get_weather", {"city": "Oslo"}),
+        ("toolu_b", "now", {}),
+    ]
+    await model.aclose()
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "error_type"),
+    [
+        (401, "authentication_error", AuthenticationError),
+        (403, "permission_error", AuthenticationError),
+        (400, "invalid_request_error", BadRequestError),
+        (413, "request_too_large", BadRequestError),
+        (500, "api_error", ServerError),
+        (529, "overloaded_error", ServerError),
+    ],
+)
+async def test_status_errors(
+    server: ScriptedServer, status: int, kind: str, error_type: type[ProviderError]
+) -> None:
+    body = {"type": "error", "error": {"type": kind, "message": f"bad things; key={KEY}"}}
+    server.reply(Reply(status=status, json=body))
+    model = model_for(server)
+
+    with pytest.raises(error_type) as caught:
+        await model.invoke(history())
+
+    assert caught.value.status == status
+    text = str(caught.value)
+    assert "anthropic/claude-test" in text
+    assert "bad things" in text
+    assert KEY not in text
+    assert KEY not in repr(model.provider)
+    assert KEY not in str(model.to_dict())
+    await model.aclose()
+
+
+async def test_rate_limit_carries_retry_after(server: ScriptedServer) -> None:
+    body = {"type": "error", "error": {"type": "rate_limit_error", "message": "too many"}}
+    server.reply(Reply(status=429, json=body, headers={"retry-after": "12"}))
+    model = model_for(server)
+
+    with pytest.raises(RateLimitError) as caught:
+        await model.invoke(history())
+
+    assert caught.value.retry_after == 12.0
+    assert "too many" in str(caught.value)
+    await model.aclose()
+
+
+async def test_server_that_never_answers_times_out(server: ScriptedServer) -> None:
+    server.reply(Reply(hang=True))
+    model = model_for(server, timeout=0.2)
+
+    with pytest.raises(ProviderTimeout):
+        await model.invoke(history())
+    await model.aclose()
+
+
+# -- streams -------------------------------------------------------------------------------
+
+
+async def test_streamed_reply(server: ScriptedServer) -> None:
+    server.reply(Reply(events=[*start_events(), *text_block(0, "Hel", "lo"), *end_events()]))
+    model = model_for(server)
+
+    chunks = await collect(model, history())
+
+    assert [c.text for c in chunks if isinstance(c, TextDelta)] == ["Hel", "lo"]
+    [usage_chunk] = [c for c in chunks if isinstance(c, UsageChunk)]
+    assert usage_chunk.usage.output_tokens == 9
+    assert usage_chunk.usage.cached_input_tokens == 100
+    assert usage_chunk.usage.cache_write_tokens == 20
+    assert usage_chunk.usage.input_tokens == 130
+    final = chunks[-1]
+    assert isinstance(final, FinalChunk)
+    assert final.response.text == "Hello"
+    assert final.response.finish_reason == "end_turn"
+    assert final.response.model == "claude-test-20250101"
+    assert final.response.usage == usage_chunk.usage
+    assert server.requests[0].json["stream"] is True
+    await model.aclose()
+
+
+async def test_streamed_tool_calls(server: ScriptedServer) -> None:
+    events = [
+        *start_events(),
+        *text_block(0, "Checking."),
+        *tool_block(1, "toolu_a", "get_weather", '{"ci', 'ty": "Oslo"}'),
+        *tool_block(2, "toolu_b", "now"),
+        *end_events("tool_use"),
+    ]
+    server.reply(Reply(events=events))
+    model = model_for(server)
+
+    chunks = await collect(model, history(), tools=[WEATHER_TOOL])
+
+    deltas = [c for c in chunks if isinstance(c, ToolCallDelta)]
+    assert [(d.index, d.id, d.name, d.arguments) for d in deltas] == [
+        (0, "toolu_a", "get_weather", ""),
+        (0, None, None, '{"ci'),
+        (0, None, None, 'ty": "Oslo"}'),
+        (1, "toolu_b", "now", ""),
+    ]
+    final = chunks[-1]
+    assert isinstance(final, FinalChunk)
+    assert final.response.text == "Checking."
+    assert final.response.finish_reason == "tool_use"
+    assert [(c.id, c.name, c.arguments) for c in final.response.tool_calls] == [
+        ("toolu_a", "get_weather", {"city": "Oslo"}),
+        ("toolu_b", "now", {}),
+    ]
+    await model.aclose()
+
+
+async def test_streamed_tool_input_that_is_not_json(server: ScriptedServer) -> None:
+    events = [*start_events(), *tool_block(0, "t", "f", "{oops"), *end_events("tool_use")]
+    server.reply(Reply(events=events))
+    model = model_for(server)
+
+    with pytest.raises(ProtocolError, match="not JSON"):
+        await collect(model, history())
+    await model.aclose()
+
+
+@pytest.mark.parametrize(
+    ("kind", "error_type"),
+    [("overloaded_error", ServerError), ("rate_limit_error", RateLimitError)],
+)
+async def test_error_event_inside_a_stream(
+    server: ScriptedServer, kind: str, error_type: type[ProviderError]
+) -> None:
+    error = event("error", error={"type": kind, "message": "try later"})
+    server.reply(Reply(events=[*start_events(), *text_block(0, "Hi"), error]))
+    model = model_for(server)
+
+    with pytest.raises(error_type, match="try later"):
+        await collect(model, history())
+    await model.aclose()
+
+
+async def test_stream_error_status(server: ScriptedServer) -> None:
+    body = {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
+    server.reply(Reply(status=401, json=body))
+    model = model_for(server)
+
+    with pytest.raises(AuthenticationError, match="ANTHROPIC_API_KEY") as caught:
+        await collect(model, history())
+
+    assert KEY not in str(caught.value)
+    await model.aclose()
+
+
+async def test_stream_that_breaks_midway(server: ScriptedServer) -> None:
+    server.reply(Reply(events=[*start_events(), *text_block(0, "Hel")[:2], DROP]))
+    model = model_for(server)
+    stream = model.stream(history())
+
+    first = await stream.__anext__()
+    with pytest.raises(ProtocolError):
+        await stream.__anext__()
+
+    assert first == TextDelta(text="Hel")
+    await model.aclose()
+
+
+async def test_stream_that_ends_without_message_stop(server: ScriptedServer) -> None:
+    server.reply(Reply(events=[*start_events(), *text_block(0, "Hel")]))
+    model = model_for(server)
+
+    with pytest.raises(ProtocolError, match="ended before"):
+        await collect(model, history())
+    await model.aclose()
+
+
+async def test_malformed_sse_event(server: ScriptedServer) -> None:
+    server.reply(Reply(events=[*start_events(), "event: content_block_delta\ndata: {nope\n\n"]))
+    model = model_for(server)
+
+    with pytest.raises(ProtocolError, match="malformed stream event"):
+        await collect(model, history())
+    await model.aclose()
+
+
+async def test_stream_that_stalls_times_out(server: ScriptedServer) -> None:
+    server.reply(Reply(events=[*start_events(), HANG]))
+    model = model_for(server, timeout=0.2)
+
+    with pytest.raises(ProviderTimeout):
+        await collect(model, history())
+    await model.aclose()
+
+
+async def test_aclose_halfway_closes_the_connection(server: ScriptedServer) -> None:
+    server.reply(Reply(events=[*start_events(), *text_block(0, "one", "two")[:3], AWAIT_CLOSE]))
+    model = model_for(server)
+    stream = model.stream(history())
+
+    first = await stream.__anext__()
+    await stream.aclose()
+
+    assert first == TextDelta(text="one")
+    closed = await anyio.to_thread.run_sync(server.client_closed.wait, 30.0)
+    assert closed, "the server never saw the connection close"
+    await model.aclose()
+
+
+def test_same_model_on_asyncio_then_trio(server: ScriptedServer) -> None:
+    for text in ("one", "two"):
+        server.reply(
+            Reply(json=message([{"type": "text", "text": text}])),
+            Reply(events=[*start_events(), *text_block(0, text), *end_events()]),
+        )
+    model = model_for(server)
+
+    async def run() -> tuple[str, str]:
+        try:
+            plain = (await model.invoke(history())).text
+            chunks = await collect(model, history())
+            final = chunks[-1]
+            assert isinstance(final, FinalChunk)
+            return plain, final.response.text
+        finally:
+            await model.aclose()
+
+    assert anyio.run(run, backend="asyncio") == ("one", "one")
+    assert anyio.run(run, backend="trio") == ("two", "two")

@@ -1,0 +1,730 @@
+"""The turn driver (ADR-0018): terminal matrix, entry state machine, signals, control, models."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from anyio.lowlevel import checkpoint
+
+from lionagi.operations.turn import (
+    TurnFinalizingError,
+    _active_turn_var,
+    run_in_turn,
+    stream_in_turn,
+)
+from lionagi.operations.types import TurnScope
+from lionagi.protocols.messages import Instruction, System
+from lionagi.session.control import LoopBreak, LoopDirective, StopStream, check_control
+from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart
+from lionagi.testing import FunctionModel
+from tests.helpers import (
+    assert_idle,
+    assert_one_terminal_per_start,
+    echo_model,
+    observed_branch,
+)
+
+
+async def _value(scope: TurnScope) -> str:
+    return "value"
+
+
+# -- terminal matrix: coroutine rows ----------------------------------------------------------
+async def test_normal_return_emits_run_end_and_returns_unchanged() -> None:
+    branch, rec, _ = observed_branch()
+    sentinel = object()
+
+    async def body(scope: TurnScope) -> object:
+        assert scope.owns_lifecycle
+        assert branch._active_turn_context is scope.context
+        assert scope.context.phase == "active"
+        return sentinel
+
+    assert await run_in_turn(branch, model=None, invoke=body) is sentinel
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+    assert rec.signals[0].turn_id == rec.signals[1].turn_id is not None  # type: ignore[attr-defined]
+    assert_idle(branch)
+
+
+async def test_exception_emits_run_failed_and_reraises_the_same_object() -> None:
+    branch, rec, _ = observed_branch()
+    error = ValueError("boom")
+
+    async def body(scope: TurnScope) -> None:
+        raise error
+
+    with pytest.raises(ValueError) as caught:
+        await run_in_turn(branch, model=None, invoke=body)
+    assert caught.value is error
+    [failed] = rec.terminals()
+    assert isinstance(failed, RunFailed)
+    assert failed.data is error
+    assert rec.kinds() == ["RunStart", "RunFailed"]
+    assert_idle(branch)
+
+
+async def test_loop_break_is_run_failed() -> None:
+    branch, rec, _ = observed_branch()
+
+    async def body(scope: TurnScope) -> None:
+        assert branch.control(LoopDirective.BREAK, reason="enough")
+        check_control(scope)
+
+    with pytest.raises(LoopBreak, match="enough"):
+        await run_in_turn(branch, model=None, invoke=body)
+    assert isinstance(rec.terminals()[0], RunFailed)
+    assert isinstance(rec.terminals()[0].data, LoopBreak)  # type: ignore[union-attr]
+    assert_idle(branch)
+
+
+async def test_cancellation_after_start_is_run_failed_and_propagates() -> None:
+    branch, rec, _ = observed_branch()
+    entered = anyio.Event()
+
+    async def body(scope: TurnScope) -> None:
+        entered.set()
+        await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=body))
+        await entered.wait()
+        tg.cancel_scope.cancel()
+    [failed] = rec.terminals()
+    assert isinstance(failed, RunFailed)
+    assert isinstance(failed.data, anyio.get_cancelled_exc_class())
+    assert_idle(branch)
+
+
+async def test_cancellation_while_waiting_for_the_lock_leaves_no_trace() -> None:
+    branch, rec, _ = observed_branch()
+    entered, release = anyio.Event(), anyio.Event()
+
+    async def holder(scope: TurnScope) -> None:
+        entered.set()
+        await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=holder))
+        await entered.wait()
+        with anyio.CancelScope() as waiting:
+            waiting.cancel()
+            await run_in_turn(branch, model=None, invoke=_value)
+        assert waiting.cancelled_caught
+        # cancel a waiter that is really queued, too
+        async with anyio.create_task_group() as waiters:
+            waiters.start_soon(lambda: run_in_turn(branch, model=None, invoke=_value))
+            while branch._turn_lock.get().statistics().tasks_waiting == 0:
+                await checkpoint()
+            waiters.cancel_scope.cancel()
+        release.set()
+    assert len(rec.starts()) == 1
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+    assert_idle(branch)
+
+
+# -- terminal matrix: stream rows ---------------------------------------------------------------
+def _counting_stream(n: int, closed: list[str], fail_at: int | None = None) -> Any:
+    async def body(scope: TurnScope) -> AsyncIterator[int]:
+        try:
+            for i in range(n):
+                if fail_at == i:
+                    raise RuntimeError(f"failed at {i}")
+                yield i
+        finally:
+            closed.append("closed")
+
+    return body
+
+
+async def test_stream_created_but_never_iterated_acquires_nothing() -> None:
+    branch, rec, _ = observed_branch()
+    closed: list[str] = []
+    stream = stream_in_turn(branch, model=None, invoke=_counting_stream(3, closed))
+    assert_idle(branch)
+    await stream.aclose()
+    assert rec.signals == []
+    assert closed == []
+    assert branch._turn_lock.current is None
+
+
+async def test_stream_exhaustion_is_run_end() -> None:
+    branch, rec, _ = observed_branch()
+    closed: list[str] = []
+    items = [
+        i async for i in stream_in_turn(branch, model=None, invoke=_counting_stream(3, closed))
+    ]
+    assert items == [0, 1, 2]
+    assert closed == ["closed"]
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+    assert_idle(branch)
+
+
+async def test_stream_aclose_after_start_is_run_end_and_closes_the_body() -> None:
+    branch, rec, _ = observed_branch()
+    closed: list[str] = []
+    stream = stream_in_turn(branch, model=None, invoke=_counting_stream(10, closed))
+    assert await anext(stream) == 0
+    assert branch._active_turn_context is not None
+    await stream.aclose()
+    assert closed == ["closed"]
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+    assert_idle(branch)
+
+
+async def test_stream_break_then_aclose_is_run_end() -> None:
+    branch, rec, _ = observed_branch()
+    closed: list[str] = []
+    stream = stream_in_turn(branch, model=None, invoke=_counting_stream(10, closed))
+    async for item in stream:
+        if item == 2:
+            break
+    await stream.aclose()
+    assert closed == ["closed"]
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+    assert_idle(branch)
+
+
+async def test_stream_stop_stream_control_ends_cleanly_with_run_end() -> None:
+    branch, rec, _ = observed_branch()
+
+    async def body(scope: TurnScope) -> AsyncIterator[int]:
+        for i in range(10):
+            check_control(scope)
+            yield i
+
+    seen = []
+    async for item in stream_in_turn(branch, model=None, invoke=body):
+        seen.append(item)
+        if item == 1:
+            assert branch.control(LoopDirective.CANCEL)
+    assert seen == [0, 1]
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+    assert_idle(branch)
+
+
+async def test_stream_exception_is_run_failed() -> None:
+    branch, rec, _ = observed_branch()
+    closed: list[str] = []
+    stream = stream_in_turn(branch, model=None, invoke=_counting_stream(5, closed, fail_at=2))
+    seen: list[int] = []
+
+    async def consume() -> None:
+        async for item in stream:
+            seen.append(item)  # noqa: PERF401
+
+    with pytest.raises(RuntimeError, match="failed at 2"):
+        await consume()
+    assert seen == [0, 1]
+    assert rec.kinds() == ["RunStart", "RunFailed"]
+    assert_idle(branch)
+
+
+async def test_stream_cancellation_is_run_failed() -> None:
+    branch, rec, _ = observed_branch()
+    first = anyio.Event()
+
+    async def body(scope: TurnScope) -> AsyncIterator[int]:
+        yield 0
+        await anyio.sleep_forever()
+        yield 1  # pragma: no cover
+
+    async def consume() -> None:
+        async for _ in stream_in_turn(branch, model=None, invoke=body):
+            first.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await first.wait()
+        tg.cancel_scope.cancel()
+    [failed] = rec.terminals()
+    assert isinstance(failed, RunFailed)
+    assert isinstance(failed.data, anyio.get_cancelled_exc_class())
+    assert_idle(branch)
+
+
+async def test_stream_holds_the_turn_across_yields() -> None:
+    branch, rec, _ = observed_branch()
+    closed: list[str] = []
+    order: list[str] = []
+
+    async def other() -> None:
+        await run_in_turn(branch, model=None, invoke=_value)
+        order.append("other")
+
+    async with anyio.create_task_group() as tg:
+        async for item in stream_in_turn(branch, model=None, invoke=_counting_stream(3, closed)):
+            if item == 0:
+                tg.start_soon(other)
+                while branch._turn_lock.get().statistics().tasks_waiting == 0:
+                    await checkpoint()
+            order.append(f"item{item}")
+    assert order == ["item0", "item1", "item2", "other"]
+    assert_one_terminal_per_start(rec)
+
+
+# -- entry state machine ------------------------------------------------------------------------
+async def test_nested_entry_in_owner_task_shares_the_turn() -> None:
+    branch, rec, _ = observed_branch()
+    seen: list[TurnScope] = []
+
+    async def inner(scope: TurnScope) -> str:
+        seen.append(scope)
+        return "inner"
+
+    async def outer(scope: TurnScope) -> str:
+        seen.append(scope)
+        return await run_in_turn(branch, model=None, invoke=inner)
+
+    assert await run_in_turn(branch, model=None, invoke=outer) == "inner"
+    assert seen[0].owns_lifecycle
+    assert not seen[1].owns_lifecycle
+    assert seen[0].context is seen[1].context
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+
+
+async def test_nested_entry_in_a_child_task_shares_the_turn() -> None:
+    branch, rec, _ = observed_branch()
+
+    async def inner(scope: TurnScope) -> tuple[bool, Any]:
+        return scope.owns_lifecycle, scope.turn_id
+
+    async def child() -> tuple[bool, Any]:
+        return await run_in_turn(branch, model=None, invoke=inner)
+
+    async def outer(scope: TurnScope) -> tuple[bool, Any]:
+        handle = scope.start_soon(child)
+        result: tuple[bool, Any] = await handle.wait()
+        assert result[1] == scope.turn_id
+        return result
+
+    owns, _ = await run_in_turn(branch, model=None, invoke=outer)
+    assert owns is False
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+
+
+async def test_unfinished_nested_work_is_cancelled_before_the_terminal() -> None:
+    branch, _, _ = observed_branch()
+    events: list[str] = []
+    started = anyio.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            events.append("child-cancelled")
+
+    async def body(scope: TurnScope) -> None:
+        scope.start_soon(forever)
+        await started.wait()
+
+    branch._observer.subscribe(RunEnd, lambda s, _: events.append("RunEnd"))
+    await run_in_turn(branch, model=None, invoke=body)
+    assert events == ["child-cancelled", "RunEnd"]
+    assert_idle(branch)
+
+
+async def test_caller_owned_task_with_inherited_binding_is_cancelled_then_stale() -> None:
+    """A task started in a caller's task group inside the turn inherits the binding. Its nested
+    call is registered and cancelled at finalization; after the turn its call is top-level."""
+    branch, rec, _ = observed_branch()
+    in_nested, turn_over = anyio.Event(), anyio.Event()
+    outcomes: list[Any] = []
+
+    async def hang(scope: TurnScope) -> None:
+        in_nested.set()
+        await anyio.sleep_forever()
+
+    async def straggler() -> None:
+        try:
+            await run_in_turn(branch, model=None, invoke=hang)
+        except TurnFinalizingError as exc:
+            outcomes.append(exc)
+        await turn_over.wait()
+        # the binding it inherited is stale now: this is a new top-level turn
+        outcomes.append(await run_in_turn(branch, model=None, invoke=_value))
+
+    async with anyio.create_task_group() as caller_group:
+
+        async def body(scope: TurnScope) -> None:
+            caller_group.start_soon(straggler)
+            await in_nested.wait()
+
+        await run_in_turn(branch, model=None, invoke=body)
+        turn_over.set()
+    assert isinstance(outcomes[0], TurnFinalizingError)
+    assert outcomes[1] == "value"
+    starts = rec.starts()
+    assert len(starts) == 2
+    assert starts[0].turn_id != starts[1].turn_id
+    assert_one_terminal_per_start(rec)
+    assert_idle(branch)
+
+
+async def test_reentry_from_terminal_handler_raises_turn_finalizing_error() -> None:
+    branch, rec, session = observed_branch()
+    errors: list[BaseException] = []
+
+    async def on_end(signal: RunEnd, _: Any) -> None:
+        try:
+            await run_in_turn(branch, model=None, invoke=_value)
+        except TurnFinalizingError as exc:
+            errors.append(exc)
+
+    session.observe(RunEnd, on_end)
+    assert await run_in_turn(branch, model=None, invoke=_value) == "value"
+    assert len(errors) == 1
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+    assert_idle(branch)
+
+
+async def test_binding_is_reset_and_outer_binding_restored_for_other_branch() -> None:
+    branch_a, _, _ = observed_branch()
+    branch_b, _, _ = observed_branch()
+
+    async def inner(scope: TurnScope) -> Any:
+        return _active_turn_var.get()
+
+    async def outer(scope: TurnScope) -> Any:
+        before = _active_turn_var.get()
+        inner_binding = await run_in_turn(branch_b, model=None, invoke=inner)
+        assert inner_binding.branch_id == branch_b.id
+        assert _active_turn_var.get() is before
+        return before
+
+    binding = await run_in_turn(branch_a, model=None, invoke=outer)
+    assert binding.branch_id == branch_a.id
+    assert _active_turn_var.get() is None
+
+
+# -- message signals ----------------------------------------------------------------------------
+async def test_messages_reach_observers_before_the_terminal_even_when_slow() -> None:
+    branch, rec, session = observed_branch()
+
+    async def slow(signal: MessageAdded, _: Any) -> None:
+        for _ in range(20):
+            await checkpoint()
+
+    session.observe(MessageAdded, slow)
+
+    async def body(scope: TurnScope) -> None:
+        for i in range(5):
+            branch.msgs.add(Instruction(instruction=f"m{i}"))
+
+    await run_in_turn(branch, model=None, invoke=body)
+    assert rec.kinds() == ["RunStart"] + ["MessageAdded"] * 5 + ["RunEnd"]
+    texts = [m.message.instruction for m in rec.messages()]  # type: ignore[attr-defined]
+    assert texts == [f"m{i}" for i in range(5)]
+    turn_id = rec.starts()[0].turn_id
+    assert all(m.turn_id == turn_id for m in rec.messages())
+
+
+async def test_message_signals_are_not_cancelled_when_the_turn_is() -> None:
+    branch, rec, session = observed_branch()
+    delivered: list[str] = []
+    added = anyio.Event()
+
+    async def slow(signal: MessageAdded, _: Any) -> None:
+        await added.wait()
+        for _ in range(5):
+            await checkpoint()
+        delivered.append("delivered")
+
+    session.observe(MessageAdded, slow)
+
+    async def body(scope: TurnScope) -> None:
+        branch.msgs.add(Instruction(instruction="x"))
+        added.set()
+        await anyio.sleep_forever()
+
+    with anyio.CancelScope() as cs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=body))
+            await added.wait()
+            cs.cancel()
+    assert delivered == ["delivered"]
+    assert rec.kinds() == ["RunStart", "MessageAdded", "RunFailed"]
+
+
+async def test_out_of_turn_messages_are_delivered_but_never_drained_by_a_turn() -> None:
+    branch, rec, session = observed_branch()
+    gate, delivered = anyio.Event(), anyio.Event()
+
+    async def gated(signal: MessageAdded, _: Any) -> None:
+        if signal.turn_id is None:
+            await gate.wait()
+            delivered.set()
+
+    session.observe(MessageAdded, gated)
+    branch.msgs.add(Instruction(instruction="outside"))
+    # a turn completes while the out-of-turn delivery is still blocked
+    assert await run_in_turn(branch, model=None, invoke=_value) == "value"
+    assert not delivered.is_set()
+    gate.set()
+    await delivered.wait()
+    outside = [m for m in rec.messages() if m.turn_id is None]
+    assert len(outside) == 1
+
+
+async def test_out_of_turn_handler_failure_does_not_crash_the_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    branch, _, session = observed_branch()
+    done = anyio.Event()
+
+    def broken(signal: MessageAdded, _: Any) -> None:
+        done.set()
+        raise RuntimeError("handler broke")
+
+    session.observe(MessageAdded, broken)
+    branch.msgs.add(Instruction(instruction="outside"))
+    await done.wait()
+    for _ in range(5):
+        await checkpoint()
+    assert await run_in_turn(branch, model=None, invoke=_value) == "value"
+    assert "handler broke" in caplog.text
+
+
+async def test_observer_failures_never_replace_result_or_exception() -> None:
+    branch, _, session = observed_branch()
+
+    def broken(signal: Any, _: Any) -> None:
+        raise RuntimeError("observer broke")
+
+    session.observe(RunStart, broken)
+    session.observe(RunEnd, broken)
+    session.observe(RunFailed, broken)
+    assert await run_in_turn(branch, model=None, invoke=_value) == "value"
+
+    async def fail(scope: TurnScope) -> None:
+        raise KeyError("original")
+
+    with pytest.raises(KeyError, match="original"):
+        await run_in_turn(branch, model=None, invoke=fail)
+    assert_idle(branch)
+
+
+# -- control --------------------------------------------------------------------------------------
+async def test_control_without_active_turn_returns_false_and_stores_nothing() -> None:
+    branch, _, _ = observed_branch()
+    assert branch.control(LoopDirective.CANCEL) is False
+    assert branch.poll_control() is None
+
+    async def body(scope: TurnScope) -> Any:
+        return scope.context.control
+
+    assert await run_in_turn(branch, model=None, invoke=body) is None
+
+
+async def test_control_with_wrong_turn_id_is_rejected() -> None:
+    from uuid import uuid4
+
+    branch, _, _ = observed_branch()
+
+    async def body(scope: TurnScope) -> Any:
+        assert branch.control(LoopDirective.BREAK, turn_id=uuid4()) is False
+        assert branch.poll_control(turn_id=uuid4()) is None
+        assert branch.control(LoopDirective.BREAK, turn_id=scope.turn_id) is True
+        assert branch.poll_control(turn_id=uuid4()) is None
+        control = branch.poll_control(turn_id=scope.turn_id)
+        assert control is not None
+        assert control.directive is LoopDirective.BREAK
+        assert branch.poll_control() is None
+        return True
+
+    assert await run_in_turn(branch, model=None, invoke=body)
+
+
+async def test_control_during_finalization_is_rejected() -> None:
+    branch, _, session = observed_branch()
+    verdicts: list[bool] = []
+    session.observe(RunEnd, lambda s, _: verdicts.append(branch.control(LoopDirective.BREAK)))
+    await run_in_turn(branch, model=None, invoke=_value)
+    assert verdicts == [False]
+
+
+async def test_a_directive_is_never_carried_into_the_next_turn() -> None:
+    branch, _, _ = observed_branch()
+
+    async def issue(scope: TurnScope) -> None:
+        assert branch.control(LoopDirective.CANCEL)
+
+    async def poll(scope: TurnScope) -> Any:
+        return branch.poll_control()
+
+    await run_in_turn(branch, model=None, invoke=issue)
+    assert await run_in_turn(branch, model=None, invoke=poll) is None
+
+
+async def test_cancel_directive_in_a_coroutine_turn_is_run_end_and_reraised() -> None:
+    branch, rec, _ = observed_branch()
+
+    async def body(scope: TurnScope) -> None:
+        branch.control(LoopDirective.CANCEL)
+        check_control(scope)
+
+    with pytest.raises(StopStream):
+        await run_in_turn(branch, model=None, invoke=body)
+    assert rec.kinds() == ["RunStart", "RunEnd"]
+
+
+# -- model snapshot and report -----------------------------------------------------------------
+async def test_call_specific_model_never_touches_the_branch_model() -> None:
+    branch, _, _ = observed_branch()
+    configured = branch.chat_model
+    override = echo_model()
+
+    async def body(scope: TurnScope) -> Any:
+        assert scope.context.model is override
+        raise RuntimeError("provider failed")
+
+    with pytest.raises(RuntimeError):
+        await run_in_turn(branch, model=override, invoke=body)
+    assert branch.chat_model is configured
+
+
+async def test_a_waiting_turn_sees_configuration_as_it_is_when_it_starts() -> None:
+    branch, _, _ = observed_branch()
+    later = echo_model()
+    entered, release = anyio.Event(), anyio.Event()
+    models: list[Any] = []
+
+    async def holder(scope: TurnScope) -> None:
+        entered.set()
+        await release.wait()
+
+    async def record(scope: TurnScope) -> None:
+        models.append(scope.context.model)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=holder))
+        await entered.wait()
+        tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=record))
+        while branch._turn_lock.get().statistics().tasks_waiting == 0:
+            await checkpoint()
+        branch.chat_model = later
+        release.set()
+    assert models == [later]
+
+
+async def test_missing_model_fails_before_the_turn_starts() -> None:
+    from lionagi.errors import ConfigurationError
+    from lionagi.session.branch import Branch
+
+    branch = Branch()
+    with pytest.raises(ConfigurationError, match="chat model"):
+        await run_in_turn(branch, model=None, invoke=_value)
+    assert_idle(branch)
+
+
+async def test_last_context_report_follows_the_last_terminal_turn() -> None:
+    from lionagi.protocols.context_providers import ProviderReport
+
+    branch, _, _ = observed_branch()
+    report = ProviderReport(blocks=("b",), fired=("p",))
+    seen_during: list[Any] = []
+
+    async def with_report(scope: TurnScope) -> None:
+        scope.context.provider_report = report
+        seen_during.append(branch.last_context_report)
+
+    async def without(scope: TurnScope) -> None:
+        pass
+
+    await run_in_turn(branch, model=None, invoke=with_report)
+    assert seen_during == [None]  # a running turn never publishes a partial report
+    assert branch.last_context_report is report
+    await run_in_turn(branch, model=None, invoke=without)
+    assert branch.last_context_report is None
+
+
+# -- scale -----------------------------------------------------------------------------------------
+async def test_many_callers_on_one_branch_run_in_fifo_order_without_overlap() -> None:
+    branch, rec, _ = observed_branch()
+    n = 1000
+    active = 0
+    order: list[int] = []
+
+    def caller(i: int) -> Any:
+        async def body(scope: TurnScope) -> None:
+            nonlocal active
+            active += 1
+            assert active == 1
+            order.append(i)
+            await checkpoint()
+            active -= 1
+
+        return body
+
+    entered, release = anyio.Event(), anyio.Event()
+
+    async def holder(scope: TurnScope) -> None:
+        entered.set()
+        await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=holder))
+        await entered.wait()
+        lock = branch._turn_lock.get()
+        for i in range(n):
+            body = caller(i)
+            tg.start_soon(lambda b=body: run_in_turn(branch, model=None, invoke=b))
+            while lock.statistics().tasks_waiting < i + 1:
+                await checkpoint()
+        release.set()
+    assert order == list(range(n))
+    assert len(rec.starts()) == n + 1
+    assert_one_terminal_per_start(rec)
+    assert_idle(branch)
+
+
+async def test_many_branches_do_not_serialize_each_other() -> None:
+    n = 1000
+    inside = 0
+    all_inside = anyio.Event()
+    model = echo_model()
+    from lionagi.session.branch import Branch
+
+    branches = [Branch(chat_model=model) for _ in range(n)]
+
+    async def body(scope: TurnScope) -> None:
+        nonlocal inside
+        inside += 1
+        if inside == n:
+            all_inside.set()
+        await all_inside.wait()  # would never finish if turns of different branches serialized
+
+    async with anyio.create_task_group() as tg:
+        for branch in branches:
+            tg.start_soon(lambda b=branch: run_in_turn(b, model=None, invoke=body))
+    assert inside == n
+    for branch in branches:
+        assert_idle(branch)
+
+
+def test_one_branch_across_event_loops_and_backends() -> None:
+    branch, rec, _ = observed_branch(system=System(content="s"))
+
+    async def turn() -> str:
+        return await run_in_turn(branch, model=None, invoke=_value)
+
+    assert anyio.run(turn, backend="asyncio") == "value"
+    assert anyio.run(turn, backend="trio") == "value"
+    assert anyio.run(turn, backend="asyncio") == "value"
+    assert len(rec.starts()) == 3
+    assert_one_terminal_per_start(rec)
+
+
+async def test_model_override_with_function_model_is_in_context() -> None:
+    branch, _, _ = observed_branch()
+    override = FunctionModel(lambda messages, **options: "override")
+
+    async def body(scope: TurnScope) -> str:
+        assert scope.context.model is not None
+        response = await scope.context.model.invoke([Instruction(instruction="hi")])
+        return response.text
+
+    assert await run_in_turn(branch, model=override, invoke=body) == "override"
