@@ -1,0 +1,112 @@
+"""lionagi: LLM conversations as structured-concurrency turns, on asyncio and trio.
+
+A :class:`Branch` holds one conversation. Each model-invoking operation on it (``chat``,
+``communicate``, ``operate``, ``ReAct``, ``run``, ...) is one *turn*: turns on one Branch queue
+in arrival order, each owns its nested work and signals, and each ends with exactly one
+``RunEnd`` or ``RunFailed`` carrying its ``turn_id``.
+"""
+
+from lionagi.errors import (
+    ActionError,
+    ConfigurationError,
+    DuplicateToolError,
+    LionError,
+    OperationError,
+    ParseError,
+    ToolArgumentError,
+    ToolError,
+    ToolNotFoundError,
+    ToolTimeoutError,
+    UnauthorizedActionError,
+)
+from lionagi.operations.turn import TurnFinalizingError
+from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
+from lionagi.protocols.context_providers import (
+    ContextProvider,
+    ContextProviderRegistry,
+    ProviderReport,
+)
+from lionagi.protocols.messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    MessageManager,
+    System,
+    ToolCall,
+    Usage,
+)
+from lionagi.protocols.tools import Tool, ToolRegistry
+from lionagi.service.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ProtocolError,
+    ProviderError,
+    ProviderTimeout,
+    RateLimitError,
+    ServerError,
+    UnknownProviderError,
+)
+from lionagi.service.imodel import iModel
+from lionagi.service.types import ModelResponse
+from lionagi.session.branch import Branch
+from lionagi.session.control import LoopBreak, LoopControl, LoopDirective, StopStream
+from lionagi.session.session import Session
+from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Signal
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActionError",
+    "ActionRequest",
+    "ActionResponse",
+    "AssistantResponse",
+    "AuthenticationError",
+    "BadRequestError",
+    "Branch",
+    "ConfigurationError",
+    "ContextProvider",
+    "ContextProviderRegistry",
+    "DuplicateToolError",
+    "Instruction",
+    "LionError",
+    "LoopBreak",
+    "LoopControl",
+    "LoopDirective",
+    "Message",
+    "MessageAdded",
+    "MessageManager",
+    "ModelResponse",
+    "OperationError",
+    "ParseError",
+    "ProtocolError",
+    "ProviderError",
+    "ProviderReport",
+    "ProviderTimeout",
+    "RateLimitError",
+    "RunEnd",
+    "RunFailed",
+    "RunStart",
+    "ServerError",
+    "Session",
+    "Signal",
+    "StopStream",
+    "System",
+    "TaskHandle",
+    "Tool",
+    "ToolArgumentError",
+    "ToolCall",
+    "ToolError",
+    "ToolNotFoundError",
+    "ToolRegistry",
+    "ToolTimeoutError",
+    "TurnExecutionContext",
+    "TurnFinalizingError",
+    "TurnScope",
+    "UnauthorizedActionError",
+    "UnknownProviderError",
+    "Usage",
+    "__version__",
+    "iModel",
+]

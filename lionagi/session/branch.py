@@ -7,29 +7,32 @@ fields created here; the Branch holds no other turn state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID, uuid4
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.operations.turn import schedule_message_signal
 from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
-from lionagi.protocols.messages import Message, MessageManager, MessageUnion, System
+from lionagi.protocols.messages import Instruction, Message, MessageManager, MessageUnion, System
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
 from lionagi.session.control import LoopControl, LoopDirective
 
 if TYPE_CHECKING:
+    from lionagi.operations.parse import HandleValidation
     from lionagi.operations.types import TurnExecutionContext
     from lionagi.session.observer import Observer
     from lionagi.session.session import Session
     from lionagi.session.signal import Signal
 
 __all__ = ["Branch"]
+
+M = TypeVar("M", bound=BaseModel)
 
 ToolsArg = Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
 
@@ -202,6 +205,161 @@ class Branch:
     @parse_model.setter
     def parse_model(self, value: iModel | str | None) -> None:
         self._parse_model = _coerce_model(value, "parse_model")
+
+    # -- operations (each model-invoking one is one turn; see lionagi.operations) ----------
+    async def chat(
+        self,
+        instruction: str | Instruction | None = None,
+        *,
+        guidance: str | None = None,
+        context: JsonValue = None,
+        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        imodel: iModel | None = None,
+        images: Sequence[str] | None = None,
+        **options: Any,
+    ) -> str:
+        """Ask the chat model, with the history as context; nothing is recorded."""
+        from lionagi.operations.chat import chat
+
+        return await chat(
+            self,
+            instruction,
+            guidance=guidance,
+            context=context,
+            response_format=response_format,
+            imodel=imodel,
+            images=images,
+            **options,
+        )
+
+    async def chat_and_record(
+        self,
+        instruction: str | Instruction | None = None,
+        *,
+        guidance: str | None = None,
+        context: JsonValue = None,
+        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        imodel: iModel | None = None,
+        images: Sequence[str] | None = None,
+        **options: Any,
+    ) -> str:
+        """Like :meth:`chat`, recording the instruction and the reply."""
+        from lionagi.operations.chat import chat_and_record
+
+        return await chat_and_record(
+            self,
+            instruction,
+            guidance=guidance,
+            context=context,
+            response_format=response_format,
+            imodel=imodel,
+            images=images,
+            **options,
+        )
+
+    async def parse(
+        self,
+        text: str,
+        *,
+        response_format: type[M],
+        max_retries: int = 3,
+        handle_validation: HandleValidation = "raise",
+        parse_model: iModel | None = None,
+    ) -> M | str | None:
+        """Parse ``text`` into ``response_format`` (see :func:`lionagi.operations.parse.parse`)."""
+        from lionagi.operations.parse import parse
+
+        return await parse(
+            self,
+            text,
+            response_format=response_format,
+            max_retries=max_retries,
+            handle_validation=handle_validation,
+            parse_model=parse_model,
+        )
+
+    async def communicate(
+        self,
+        instruction: str | Instruction | None = None,
+        *,
+        guidance: str | None = None,
+        context: JsonValue = None,
+        response_format: type[BaseModel] | None = None,
+        chat_model: iModel | None = None,
+        parse_model: iModel | None = None,
+        images: Sequence[str] | None = None,
+        num_parse_retries: int = 3,
+        handle_validation: HandleValidation = "raise",
+        **options: Any,
+    ) -> Any:
+        """Record an exchange; return the reply text or the reply parsed into
+        ``response_format``."""
+        from lionagi.operations.communicate import communicate
+
+        return await communicate(
+            self,
+            instruction,
+            guidance=guidance,
+            context=context,
+            response_format=response_format,
+            chat_model=chat_model,
+            parse_model=parse_model,
+            images=images,
+            num_parse_retries=num_parse_retries,
+            handle_validation=handle_validation,
+            **options,
+        )
+
+    async def interpret(
+        self,
+        text: str,
+        *,
+        domain: str | None = None,
+        style: str | None = None,
+        interpret_model: iModel | None = None,
+        **options: Any,
+    ) -> str:
+        """Rewrite a raw request into a clearer prompt (nothing is recorded)."""
+        from lionagi.operations.interpret import interpret
+
+        return await interpret(
+            self, text, domain=domain, style=style, interpret_model=interpret_model, **options
+        )
+
+    async def operate(self, *, instruction: str | Instruction | None = None, **kwargs: Any) -> Any:
+        """Structured output plus tool use (see :func:`lionagi.operations.operate.operate`)."""
+        from lionagi.operations.operate import operate
+
+        return await operate(self, instruction=instruction, **kwargs)
+
+    async def act(self, action_request: Any, **kwargs: Any) -> Any:
+        """Run tool calls and record them (see :func:`lionagi.operations.act.act`).
+
+        Not a model turn: it joins the calling turn when there is one and takes no lock alone.
+        """
+        from lionagi.operations.act import act
+
+        return await act(self, action_request, **kwargs)
+
+    async def ReAct(self, instruction: str | Instruction, **kwargs: Any) -> Any:
+        """Reason-act rounds then a final answer, as one turn (see
+        :func:`lionagi.operations.react.ReAct`)."""
+        from lionagi.operations.react import ReAct
+
+        return await ReAct(self, instruction, **kwargs)
+
+    def ReActStream(self, instruction: str | Instruction, **kwargs: Any) -> AsyncIterator[Any]:
+        """Like :meth:`ReAct`, yielding each round's analysis then the final answer."""
+        from lionagi.operations.react import ReActStream
+
+        return ReActStream(self, instruction, **kwargs)
+
+    def run(self, instruction: str | Instruction, **kwargs: Any) -> AsyncIterator[Message]:
+        """Stream a turn as the messages it commits, each recorded before it is yielded (see
+        :func:`lionagi.operations.run.run`)."""
+        from lionagi.operations.run import run
+
+        return run(self, instruction, **kwargs)
 
     # -- copies and serialization --------------------------------------------------------
     def clone(self) -> Branch:

@@ -1,0 +1,173 @@
+"""What every model call of a turn shares: context providers, the request, the model.
+
+Context providers are gathered once per turn, on its first model request, into the turn's
+context (ADR-0018 D3); request preparation reads the blocks from the scope only, and renders them
+ephemerally into the system message of the request. Nothing here touches Branch state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, JsonValue
+
+from lionagi.errors import ConfigurationError, OperationError
+from lionagi.protocols.context_providers import ProviderReport
+from lionagi.protocols.messages import Instruction, Message, System
+from lionagi.service.imodel import iModel
+from lionagi.session.control import check_control
+
+if TYPE_CHECKING:
+    from lionagi.operations.types import TurnScope
+    from lionagi.service.types import ModelResponse
+    from lionagi.session.branch import Branch
+
+__all__ = [
+    "apply_context_providers",
+    "build_instruction",
+    "invoke_model",
+    "model_for",
+    "request_messages",
+    "schema_of",
+]
+
+
+def schema_of(response_format: type[BaseModel] | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The JSON schema of a pydantic model class or a schema dict (validated shape)."""
+    if response_format is None:
+        return None
+    if isinstance(response_format, type) and issubclass(response_format, BaseModel):
+        return response_format.model_json_schema()
+    if isinstance(response_format, Mapping):
+        return dict(response_format)
+    raise OperationError(
+        "response_format must be a pydantic model class or a JSON-schema dict, got "
+        f"{response_format!r}"
+    )
+
+
+def build_instruction(
+    instruction: str | Instruction | None,
+    *,
+    guidance: str | None = None,
+    context: JsonValue = None,
+    response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+    images: Sequence[str] | None = None,
+    tool_schemas: Sequence[Mapping[str, Any]] = (),
+    sender: str | None = None,
+) -> Instruction:
+    """An :class:`Instruction` from an operation's parameters (type-checked, before any I/O)."""
+    if isinstance(instruction, Instruction):
+        extras = (guidance, context, response_format, images)
+        if all(extra is None for extra in extras) and not tool_schemas:
+            return instruction
+        raise OperationError(
+            "pass either an Instruction object or instruction text with guidance/context/"
+            "response_format/images, not both"
+        )
+    if instruction is not None and not isinstance(instruction, str):
+        raise OperationError(
+            f"instruction must be text or an Instruction, got {type(instruction).__name__}"
+        )
+    if guidance is not None and not isinstance(guidance, str):
+        raise OperationError(f"guidance must be text, got {type(guidance).__name__}")
+    if images is not None and (
+        isinstance(images, str) or not all(isinstance(i, str) for i in images)
+    ):
+        raise OperationError("images must be a list of URLs or data: URLs")
+    if instruction is None and guidance is None and context is None and not images:
+        raise OperationError("nothing to ask: give an instruction, guidance, context or images")
+    try:
+        return Instruction(
+            instruction=instruction,
+            guidance=guidance,
+            context=context,
+            response_format=schema_of(response_format),
+            images=tuple(images or ()),
+            tool_schemas=tuple(dict(s) for s in tool_schemas),
+            sender=sender,
+        )
+    except ValueError as exc:  # pydantic: context that is not JSON, and the like
+        raise OperationError(f"invalid instruction parameters: {exc}") from None
+
+
+def model_for(
+    scope: TurnScope,
+    branch: Branch,
+    explicit: iModel | None,
+    role: Literal["chat", "parse"] = "chat",
+) -> iModel:
+    """The model a call inside ``scope`` uses: an explicit one, else the turn's primary model
+    (chat), else the Branch's parse model (parse work nested in another operation)."""
+    if explicit is not None:
+        if not isinstance(explicit, iModel):
+            raise ConfigurationError(f"expected an iModel, got {type(explicit).__name__}")
+        return explicit
+    context = scope.context
+    if role == "parse" and not (scope.owns_lifecycle and context.operation == "parse"):
+        chosen = branch.parse_model or context.model
+    else:
+        chosen = context.model
+    if chosen is None:
+        raise ConfigurationError(f"Branch {branch.id} has no {role} model configured")
+    return chosen
+
+
+async def apply_context_providers(
+    branch: Branch, instruction: Instruction, scope: TurnScope
+) -> None:
+    """Gather the Branch's context providers into the turn (once per turn, ADR-0018 D3)."""
+    context = scope.context
+    if context.provider_report is not None:
+        return
+    registry = branch._providers
+    if registry is None or len(registry) == 0:
+        return
+    if branch.system is None:
+        context.provider_report = ProviderReport(skipped=tuple(registry.names))
+        return
+    report = await registry.gather(branch, instruction)
+    context.provider_report = report
+    context.provider_blocks = tuple(report.blocks)
+
+
+def request_messages(
+    branch: Branch, scope: TurnScope, pending: Sequence[Message] = ()
+) -> list[Message]:
+    """History plus ``pending`` (messages of this request that are not recorded), with the
+    turn's provider blocks rendered into a request-only copy of the system message."""
+    messages = branch.msgs.snapshot()
+    blocks = scope.context.provider_blocks
+    if blocks and messages and isinstance(messages[0], System):
+        system = messages[0]
+        extra = "\n\n".join(blocks)
+        messages[0] = system.model_copy(update={"content": f"{system.content}\n\n{extra}"})
+    if pending:
+        messages.extend(pending)
+    return messages
+
+
+async def invoke_model(
+    branch: Branch,
+    scope: TurnScope,
+    model: iModel,
+    instruction: Instruction,
+    *,
+    recorded: bool,
+    tools: Sequence[Mapping[str, Any]] = (),
+    response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> ModelResponse:
+    """One model call of a turn: poll control, gather providers, send, count usage."""
+    check_control(scope)
+    await apply_context_providers(branch, instruction, scope)
+    pending = () if recorded else (instruction,)
+    response = await model.invoke(
+        request_messages(branch, scope, pending),
+        tools=tools,
+        response_format=response_format,
+        **(options or {}),
+    )
+    scope.context.record_usage(response.usage)
+    return response

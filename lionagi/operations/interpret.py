@@ -1,0 +1,56 @@
+"""``interpret``: rewrite a user's raw request into a clearer prompt (not recorded)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lionagi.errors import OperationError
+from lionagi.operations._prepare import model_for
+from lionagi.operations.turn import run_in_turn
+from lionagi.protocols.messages import Instruction, System
+from lionagi.service.imodel import iModel
+from lionagi.session.control import check_control
+
+if TYPE_CHECKING:
+    from lionagi.operations.types import TurnScope
+    from lionagi.session.branch import Branch
+
+__all__ = ["interpret"]
+
+_SYSTEM = (
+    "You rewrite a user's request into a clear, specific and self-contained prompt for a "
+    "language model. Keep the user's intent and every constraint; add structure, not facts. "
+    "Answer with the rewritten prompt only."
+)
+
+
+async def interpret(
+    branch: Branch,
+    text: str,
+    *,
+    domain: str | None = None,
+    style: str | None = None,
+    interpret_model: iModel | None = None,
+    **options: Any,
+) -> str:
+    """Return ``text`` rewritten as a better prompt, optionally for a ``domain`` and ``style``."""
+    if not isinstance(text, str) or not text.strip():
+        raise OperationError(f"interpret needs non-empty text, got {text!r}")
+    guidance = "; ".join(
+        part
+        for part in (
+            f"domain: {domain}" if domain else "",
+            f"style: {style}" if style else "",
+        )
+        if part
+    )
+
+    async def body(scope: TurnScope) -> str:
+        check_control(scope)
+        model = model_for(scope, branch, interpret_model)
+        ask = Instruction(instruction=text, guidance=guidance or None)
+        response = await model.invoke([System(content=_SYSTEM), ask], **options)
+        scope.context.record_usage(response.usage)
+        return response.text.strip()
+
+    return await run_in_turn(branch, model=interpret_model, invoke=body, operation="interpret")

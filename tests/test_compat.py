@@ -1,0 +1,41 @@
+"""The backend glue in lionagi._compat works on each backend."""
+
+from __future__ import annotations
+
+import anyio
+
+from lionagi._compat import spawn_detached
+
+
+async def test_spawn_detached_runs_the_function_on_this_backend() -> None:
+    done = anyio.Event()
+    got: list[int] = []
+
+    async def work(value: int) -> None:
+        got.append(value)
+        done.set()
+
+    assert spawn_detached(work, 7) is True
+    await done.wait()
+    assert got == [7]
+
+
+async def test_a_failing_detached_task_is_logged_not_raised(caplog: object) -> None:
+    done = anyio.Event()
+
+    async def broken() -> None:
+        done.set()
+        raise RuntimeError("detached failure")
+
+    assert spawn_detached(broken)
+    await done.wait()
+    for _ in range(3):
+        await anyio.lowlevel.checkpoint()
+    assert "detached failure" in caplog.text  # type: ignore[attr-defined]
+
+
+def test_spawn_detached_without_an_event_loop_does_nothing() -> None:
+    async def never() -> None:  # pragma: no cover
+        raise AssertionError
+
+    assert spawn_detached(never) is False
