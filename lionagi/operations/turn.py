@@ -188,11 +188,13 @@ async def _cancel_nested(context: TurnExecutionContext) -> None:
 
 
 # -- nested entries ---------------------------------------------------------------------------
-async def _run_nested(scope: TurnScope, body: Callable[[], Awaitable[T]]) -> T:
+async def _run_nested(branch: Branch, scope: TurnScope, body: Callable[[], Awaitable[T]]) -> T:
     """Run a nested call. From a task other than the owner it is registered as nested work, so
     finalization can cancel it; it then fails with TurnFinalizingError."""
     context = scope.context
     task_id = anyio.get_current_task().id
+    if task_id == context.owner_task.id and context.task_group is None:
+        return await _between_steps(branch, scope, body)
     if task_id == context.owner_task.id or any(h.task_id == task_id for h in context.nested_tasks):
         return await body()
     handle = TaskHandle("nested-call")
@@ -208,6 +210,57 @@ async def _run_nested(scope: TurnScope, body: Callable[[], Awaitable[T]]) -> T:
     finally:
         context.nested_tasks.discard(handle)
         handle.done.set()
+
+
+async def _in_step_group(
+    context: TurnExecutionContext,
+    body: Callable[[], Awaitable[T]],
+    *,
+    owner: bool,
+    final: bool,
+) -> tuple[T | None, BaseException | None]:
+    """Run ``body`` in a task group that owns the nested work and message signals it starts.
+
+    On the way out, unfinished nested work is cancelled and awaited and message signals are
+    drained, shielded from cancellation. The body's exception (or a cancellation delivered at the
+    group's exit) is returned, not raised. For the owner, a final or failed body first moves the
+    turn to "finalizing", which closes nested entry and control.
+    """
+    value: T | None = None
+    error: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as group:
+            context.task_group = group
+            try:
+                value = await body()
+            except BaseException as exc:  # handed back to the caller, re-raised after cleanup
+                error = exc
+            with anyio.CancelScope(shield=True):
+                if owner and (final or error is not None):
+                    context.phase = "finalizing"
+                await _cancel_nested(context)
+                await _drain_signals(context)
+    except BaseException as exc:  # a cancellation delivered at the task group's exit
+        if error is None:
+            error = exc
+    finally:
+        context.task_group = None
+    return value, error
+
+
+async def _between_steps(branch: Branch, scope: TurnScope, body: Callable[[], Awaitable[T]]) -> T:
+    """A call by a stream's consumer between two items: it joins the turn like any nested call,
+    with a task group of its own for the work and signals it starts."""
+    context = scope.context
+    binding = _ActiveTurnBinding(branch.id, scope)
+    token = _active_turn_var.set(binding)
+    try:
+        value, error = await _in_step_group(context, body, owner=False, final=False)
+    finally:
+        _active_turn_var.reset(token)
+    if error is not None:
+        raise error
+    return value  # type: ignore[return-value]  # set whenever error is None
 
 
 # -- the top-level turn -----------------------------------------------------------------------
@@ -272,30 +325,16 @@ class _Turn:
         """
         context = self.context
         token = _active_turn_var.set(self.binding)
-        value: T | None = None
-        error: BaseException | None = None
         try:
-            try:
-                async with anyio.create_task_group() as group:
-                    context.task_group = group
-                    try:
-                        if start:
-                            await self._emit_start()
-                        value = await body()
-                    except BaseException as exc:  # re-raised by the caller after finalization
-                        error = exc
-                        final = True
-                    with anyio.CancelScope(shield=True):
-                        if final:
-                            context.phase = "finalizing"
-                        await _cancel_nested(context)
-                        await _drain_signals(context)
-            except BaseException as exc:  # a cancellation delivered at task-group exit
-                if error is None:
-                    error = exc
+
+            async def begin_and_run() -> T:
+                if start:
+                    await self._emit_start()
+                return await body()
+
+            value, error = await _in_step_group(context, begin_and_run, owner=True, final=final)
+            if error is not None:
                 final = True
-            finally:
-                context.task_group = None
             if final:
                 with anyio.CancelScope(shield=True):
                     context.phase = "finalizing"
@@ -386,7 +425,7 @@ async def run_in_turn(
     """
     nested = _nested_scope(branch)
     if nested is not None:
-        return await _run_nested(nested, lambda: invoke(nested))
+        return await _run_nested(branch, nested, lambda: invoke(nested))
     turn = await _Turn.begin(branch, model, role, operation)
     try:
         value, error, _ = await turn.step(lambda: invoke(turn.scope), start=True, final=True)
@@ -456,7 +495,7 @@ class _TurnStream:
             self._items = aiter(self.invoke(scope))
         items = self._items
         try:
-            return await _run_nested(scope, lambda: anext(items))
+            return await _run_nested(self.branch, scope, lambda: anext(items))
         except BaseException:
             self._done = True
             raise

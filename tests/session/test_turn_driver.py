@@ -728,3 +728,24 @@ async def test_model_override_with_function_model_is_in_context() -> None:
         return response.text
 
     assert await run_in_turn(branch, model=override, invoke=body) == "override"
+
+
+async def test_consumer_calls_between_stream_items_join_the_stream_turn() -> None:
+    branch, rec, _ = observed_branch()
+
+    async def body(scope: TurnScope) -> AsyncIterator[int]:
+        for i in range(2):
+            yield i
+
+    async def inner(scope: TurnScope) -> Any:
+        branch.msgs.add(Instruction(instruction="from the consumer"))
+        return scope.turn_id, scope.owns_lifecycle
+
+    results = []
+    async for _ in stream_in_turn(branch, model=None, invoke=body):
+        results.append(await run_in_turn(branch, model=None, invoke=inner))
+    turn_id = rec.starts()[0].turn_id
+    assert results == [(turn_id, False), (turn_id, False)]
+    assert rec.kinds() == ["RunStart", "MessageAdded", "MessageAdded", "RunEnd"]
+    assert all(m.turn_id == turn_id for m in rec.messages())
+    assert_idle(branch)
