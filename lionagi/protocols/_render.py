@@ -55,6 +55,21 @@ def schema_instruction(schema: Mapping[str, Any]) -> str:
     )
 
 
+def tools_instruction(tool_schemas: Sequence[Mapping[str, Any]]) -> str:
+    """The paragraph listing the tools a model may request in its JSON answer (for models
+    without native tool calling); native tools are sent in the request instead."""
+    lines = ["Tools you may request (put calls in `action_requests`):"]
+    for schema in tool_schemas:
+        function = schema.get("function", schema)
+        name = function.get("name", "?")
+        description = function.get("description") or ""
+        parameters = json.dumps(
+            function.get("parameters", {}), separators=(",", ":"), ensure_ascii=False
+        )
+        lines.append(f"- {name}: {description} parameters: {parameters}".replace("  ", " "))
+    return "\n".join(lines)
+
+
 def instruction_text(ins: Instruction) -> str:
     """The text a user turn carries: instruction, guidance, context and the schema request."""
     cached = _cache(ins).get(_TEXT)
@@ -72,6 +87,8 @@ def instruction_text(ins: Instruction) -> str:
             else json.dumps(ins.context, indent=2, ensure_ascii=False)
         )
         parts.append(f"Context:\n{context}")
+    if ins.tool_schemas:
+        parts.append(tools_instruction(ins.tool_schemas))
     if ins.response_format is not None:
         parts.append(schema_instruction(ins.response_format))
     text = "\n\n".join(parts)

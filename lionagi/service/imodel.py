@@ -143,7 +143,7 @@ class iModel:
         return ModelRequest(
             model=self.model,
             messages=messages,
-            tools=tuple(dict(t) for t in tools),
+            tools=tuple(dict(t) for t in tools) if tools else (),
             response_format=schema,
             options=merged,
             session_id=session_id,

@@ -7,8 +7,8 @@ fields created here; the Branch holds no other turn state.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 from uuid import UUID, uuid4
 
 import anyio
@@ -24,8 +24,11 @@ from lionagi.service.imodel import iModel
 from lionagi.session.control import LoopControl, LoopDirective
 
 if TYPE_CHECKING:
+    from lionagi.operations.act import ActionInput, ActionStrategy
+    from lionagi.operations.operate import ToolsArg as OfferedTools
     from lionagi.operations.parse import HandleValidation
     from lionagi.operations.types import TurnExecutionContext
+    from lionagi.protocols.messages import ActionResponse
     from lionagi.session.observer import Observer
     from lionagi.session.session import Session
     from lionagi.session.signal import Signal
@@ -94,6 +97,7 @@ class Branch:
         self._providers: ContextProviderRegistry | None = None
         self._observer: Observer | None = None
         self._session: Session | None = None
+        self._resume_ids: dict[str, str] = {}  # agentic CLI session per provider, for run()
 
     def _on_message_added(self, message: Message) -> None:
         schedule_message_signal(self, message)
@@ -326,40 +330,183 @@ class Branch:
             self, text, domain=domain, style=style, interpret_model=interpret_model, **options
         )
 
-    async def operate(self, *, instruction: str | Instruction | None = None, **kwargs: Any) -> Any:
-        """Structured output plus tool use (see :func:`lionagi.operations.operate.operate`)."""
+    async def operate(
+        self,
+        *,
+        instruction: str | Instruction | None = None,
+        guidance: str | None = None,
+        context: JsonValue = None,
+        response_format: type[BaseModel] | None = None,
+        tools: OfferedTools = None,
+        actions: bool = False,
+        invoke_actions: bool = True,
+        reason: bool = False,
+        chat_model: iModel | None = None,
+        parse_model: iModel | None = None,
+        images: Sequence[str] | None = None,
+        action_strategy: ActionStrategy = "concurrent",
+        handle_validation: HandleValidation = "raise",
+        max_parse_retries: int = 3,
+        **options: Any,
+    ) -> Any:
+        """Structured output plus tool use, as one turn (see
+        :func:`lionagi.operations.operate.operate`)."""
         from lionagi.operations.operate import operate
 
-        return await operate(self, instruction=instruction, **kwargs)
+        return await operate(
+            self,
+            instruction=instruction,
+            guidance=guidance,
+            context=context,
+            response_format=response_format,
+            tools=tools,
+            actions=actions,
+            invoke_actions=invoke_actions,
+            reason=reason,
+            chat_model=chat_model,
+            parse_model=parse_model,
+            images=images,
+            action_strategy=action_strategy,
+            handle_validation=handle_validation,
+            max_parse_retries=max_parse_retries,
+            **options,
+        )
 
-    async def act(self, action_request: Any, **kwargs: Any) -> Any:
+    @overload
+    async def act(
+        self,
+        action_request: ActionInput,
+        *,
+        strategy: ActionStrategy = ...,
+        suppress_errors: bool = ...,
+        record: bool = ...,
+    ) -> ActionResponse: ...
+
+    @overload
+    async def act(
+        self,
+        action_request: Sequence[ActionInput],
+        *,
+        strategy: ActionStrategy = ...,
+        suppress_errors: bool = ...,
+        record: bool = ...,
+    ) -> list[ActionResponse]: ...
+
+    async def act(
+        self,
+        action_request: ActionInput | Sequence[ActionInput],
+        *,
+        strategy: ActionStrategy = "concurrent",
+        suppress_errors: bool = True,
+        record: bool = True,
+    ) -> ActionResponse | list[ActionResponse]:
         """Run tool calls and record them (see :func:`lionagi.operations.act.act`).
 
         Not a model turn: it joins the calling turn when there is one and takes no lock alone.
         """
         from lionagi.operations.act import act
 
-        return await act(self, action_request, **kwargs)
+        return await act(
+            self,
+            action_request,
+            strategy=strategy,
+            suppress_errors=suppress_errors,
+            record=record,
+        )
 
-    async def ReAct(self, instruction: str | Instruction, **kwargs: Any) -> Any:
+    async def ReAct(
+        self,
+        instruction: str | Instruction,
+        *,
+        guidance: str | None = None,
+        context: JsonValue = None,
+        tools: OfferedTools = None,
+        response_format: type[BaseModel] | None = None,
+        max_extensions: int = 3,
+        extension_allowed: bool = True,
+        chat_model: iModel | None = None,
+        parse_model: iModel | None = None,
+        return_analysis: bool = False,
+        **options: Any,
+    ) -> Any:
         """Reason-act rounds then a final answer, as one turn (see
         :func:`lionagi.operations.react.ReAct`)."""
         from lionagi.operations.react import ReAct
 
-        return await ReAct(self, instruction, **kwargs)
+        return await ReAct(
+            self,
+            instruction,
+            guidance=guidance,
+            context=context,
+            tools=tools,
+            response_format=response_format,
+            max_extensions=max_extensions,
+            extension_allowed=extension_allowed,
+            chat_model=chat_model,
+            parse_model=parse_model,
+            return_analysis=return_analysis,
+            **options,
+        )
 
-    def ReActStream(self, instruction: str | Instruction, **kwargs: Any) -> AsyncIterator[Any]:
-        """Like :meth:`ReAct`, yielding each round's analysis then the final answer."""
+    def ReActStream(
+        self,
+        instruction: str | Instruction,
+        *,
+        guidance: str | None = None,
+        context: JsonValue = None,
+        tools: OfferedTools = None,
+        response_format: type[BaseModel] | None = None,
+        max_extensions: int = 3,
+        extension_allowed: bool = True,
+        chat_model: iModel | None = None,
+        parse_model: iModel | None = None,
+        **options: Any,
+    ) -> AsyncGenerator[Any, None]:
+        """Like :meth:`ReAct`, yielding each round's analysis then the final answer, as one
+        stream turn (see :func:`lionagi.operations.react.ReActStream`)."""
         from lionagi.operations.react import ReActStream
 
-        return ReActStream(self, instruction, **kwargs)
+        return ReActStream(
+            self,
+            instruction,
+            guidance=guidance,
+            context=context,
+            tools=tools,
+            response_format=response_format,
+            max_extensions=max_extensions,
+            extension_allowed=extension_allowed,
+            chat_model=chat_model,
+            parse_model=parse_model,
+            **options,
+        )
 
-    def run(self, instruction: str | Instruction, **kwargs: Any) -> AsyncIterator[Message]:
+    def run(
+        self,
+        instruction: str | Instruction,
+        *,
+        guidance: str | None = None,
+        context: JsonValue = None,
+        chat_model: iModel | None = None,
+        images: Sequence[str] | None = None,
+        max_tool_rounds: int = 8,
+        session_id: str | None = None,
+        **options: Any,
+    ) -> AsyncIterator[Message]:
         """Stream a turn as the messages it commits, each recorded before it is yielded (see
         :func:`lionagi.operations.run.run`)."""
         from lionagi.operations.run import run
 
-        return run(self, instruction, **kwargs)
+        return run(
+            self,
+            instruction,
+            guidance=guidance,
+            context=context,
+            chat_model=chat_model,
+            images=images,
+            max_tool_rounds=max_tool_rounds,
+            session_id=session_id,
+            **options,
+        )
 
     # -- copies and serialization --------------------------------------------------------
     def clone(self) -> Branch:

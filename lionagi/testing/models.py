@@ -91,18 +91,51 @@ def _message_text(message: Message) -> str:
     return ""
 
 
-def _input_words(messages: Sequence[Message]) -> int:
-    total = 0
-    for message in messages:
-        # Messages are immutable, so each one's count is memoized on it.
-        cache = (message.__pydantic_private__ or {}).get("_render_cache")
-        count = None if cache is None else cache.get(_WORDS)
-        if count is None:
-            count = len(_message_text(message).split())
-            if cache is not None:
-                cache[_WORDS] = count
-        total += count
-    return total
+def _message_words(message: Message) -> int:
+    # Messages are immutable, so each one's count is memoized on it.
+    cache = (message.__pydantic_private__ or {}).get("_render_cache")
+    count = None if cache is None else cache.get(_WORDS)
+    if count is None:
+        count = len(_message_text(message).split())
+        if cache is not None:
+            cache[_WORDS] = count
+    return count
+
+
+class _InputWords:
+    """Input-word totals of one provider's successive requests, each message counted once.
+
+    A conversation's requests grow by appending, so the previous request (apart from an
+    unrecorded instruction at its end, and a request-only copy of the system message at its
+    start) is a prefix of the next one. That prefix is recognised with C-level tuple
+    comparisons (identity first) rather than a Python loop over the history, which keeps the
+    cost of a call flat as a conversation grows. Any other sequence is counted in full.
+    """
+
+    __slots__ = ("_rest", "_totals")
+
+    def __init__(self) -> None:
+        self._rest: tuple[Message, ...] = ()  # the last request without its first message
+        self._totals: list[int] = [0]  # _totals[i]: the words of _rest[:i]
+
+    def count(self, messages: Sequence[Message]) -> int:
+        if not messages:
+            return 0
+        rest = tuple(messages[1:]) if isinstance(messages, list | tuple) else tuple(messages)[1:]
+        known, totals = self._rest, self._totals
+        shared = min(len(rest), len(known))
+        if rest[:shared] != known[:shared]:
+            shared -= 1  # the last request ended with a message this one does not repeat
+            if shared < 0 or rest[:shared] != known[:shared]:
+                pairs = enumerate(zip(rest, known, strict=False))
+                shared = next((i for i, (a, b) in pairs if a != b), shared)
+        del totals[shared + 1 :]
+        running = totals[shared]
+        for message in rest[shared:]:
+            running += _message_words(message)
+            totals.append(running)
+        self._rest = rest
+        return _message_words(messages[0]) + running
 
 
 def _tool_call_words(calls: Sequence[ToolCall]) -> int:
@@ -150,6 +183,7 @@ class _OfflineProvider(Provider):
     def __init__(self, *, model: str, name: str) -> None:
         super().__init__(model=model, name=name, api_key_env=None)
         self.calls: list[ModelRequest] = []
+        self._input_words = _InputWords()
 
     def config(self) -> dict[str, Any]:
         return {}  # functions and scripts are not serializable; see iModel.from_dict
@@ -159,7 +193,7 @@ class _OfflineProvider(Provider):
             return ModelResponse(
                 text=reply,
                 usage=Usage(
-                    input_tokens=_input_words(request.messages),
+                    input_tokens=self._input_words.count(request.messages),
                     output_tokens=len(reply.split()),
                 ),
                 model=request.model,
@@ -176,7 +210,7 @@ class _OfflineProvider(Provider):
         return ModelResponse(
             tool_calls=calls,
             usage=Usage(
-                input_tokens=_input_words(request.messages),
+                input_tokens=self._input_words.count(request.messages),
                 output_tokens=_tool_call_words(calls),
             ),
             model=request.model,

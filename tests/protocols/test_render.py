@@ -375,3 +375,20 @@ def test_openai_keeps_every_message_in_order(kinds: list[str]) -> None:
         for k in kinds
     ]
     assert flat == expected
+
+
+def test_instruction_text_lists_tool_schemas_for_json_protocol_models() -> None:
+    from lionagi.protocols._render import instruction_text
+
+    schema = {
+        "type": "function",
+        "function": {
+            "name": "multiply",
+            "description": "Multiply two numbers.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "number"}}},
+        },
+    }
+    text = instruction_text(Instruction(instruction="compute", tool_schemas=(schema,)))
+    assert "multiply: Multiply two numbers." in text
+    assert '"a":{"type":"number"}' in text
+    assert text.startswith("compute")

@@ -1,0 +1,250 @@
+"""``act``: run tool calls and record each request and its result.
+
+Not a model turn (ADR-0018 D2): inside a live turn of the Branch it joins that turn, otherwise
+it runs on its own without taking the turn lock or emitting lifecycle signals. Results are
+recorded in request order once the batch is over, so the history holds whole messages only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
+from uuid import uuid4
+
+import anyio
+from pydantic import JsonValue
+
+from lionagi.errors import ActionError, OperationError, ToolError, UnauthorizedActionError
+from lionagi.operations.turn import current_scope, run_in_turn
+from lionagi.protocols.messages import ActionRequest, ActionResponse, ToolCall
+from lionagi.protocols.tools import jsonable
+from lionagi.session.control import check_control
+
+if TYPE_CHECKING:
+    from lionagi.operations.types import TurnScope
+    from lionagi.session.branch import Branch
+
+__all__ = ["ActionInput", "ActionStrategy", "act", "to_action_request"]
+
+ActionInput: TypeAlias = ActionRequest | ToolCall | Mapping[str, Any]
+ActionStrategy: TypeAlias = Literal["concurrent", "sequential"]
+
+_MAPPING_KEYS = frozenset({"function", "name", "arguments", "call_id", "id"})
+
+
+@overload
+async def act(
+    branch: Branch,
+    action_request: ActionInput,
+    *,
+    strategy: ActionStrategy = ...,
+    suppress_errors: bool = ...,
+    record: bool = ...,
+) -> ActionResponse: ...
+
+
+@overload
+async def act(
+    branch: Branch,
+    action_request: Sequence[ActionInput],
+    *,
+    strategy: ActionStrategy = ...,
+    suppress_errors: bool = ...,
+    record: bool = ...,
+) -> list[ActionResponse]: ...
+
+
+async def act(
+    branch: Branch,
+    action_request: ActionInput | Sequence[ActionInput],
+    *,
+    strategy: ActionStrategy = "concurrent",
+    suppress_errors: bool = True,
+    record: bool = True,
+) -> ActionResponse | list[ActionResponse]:
+    """Run one tool call (or a list of them) and return the ActionResponse(s).
+
+    Each input is an :class:`ActionRequest`, a :class:`ToolCall` or a dict with ``function``
+    (or ``name``) and ``arguments``. Requests not yet in the history are recorded first; calls
+    run ``"concurrent"``-ly in a task group or ``"sequential"``-ly; responses are recorded in
+    request order after the batch. Every call passes the session's authorize gate first.
+
+    With ``suppress_errors`` (default) a refused call, unknown tool, invalid arguments, a
+    failing or timed-out tool, or unserializable output becomes an error response; otherwise
+    the first error (in request order) is raised after the finished calls are recorded
+    (a sequential batch stops at it). Cancellation propagates; calls that did not finish get
+    no response.
+    """
+    if strategy not in ("concurrent", "sequential"):
+        raise OperationError(f"strategy must be 'concurrent' or 'sequential', got {strategy!r}")
+    for label, flag in (("suppress_errors", suppress_errors), ("record", record)):
+        if not isinstance(flag, bool):
+            raise OperationError(f"{label} must be True or False, got {flag!r}")
+    single = not isinstance(action_request, list | tuple)
+    items: list[Any] = [action_request] if single else list(action_request)
+    requests = [to_action_request(item, index) for index, item in enumerate(items)]
+
+    async def batch(scope: TurnScope | None) -> list[ActionResponse]:
+        return await _run_batch(branch, scope, requests, strategy, suppress_errors, record)
+
+    if current_scope(branch) is None:
+        responses = await batch(None)
+    else:
+        # Inside a live turn: run_in_turn classifies this call as nested (nothing awaited since
+        # the check), so it joins the turn and owns no lifecycle.
+        responses = await run_in_turn(branch, model=None, invoke=batch, operation="act")
+    return responses[0] if single else responses
+
+
+def to_action_request(item: object, index: int = 0) -> ActionRequest:
+    """An :class:`ActionRequest` from one ``act`` input; OperationError for a bad shape."""
+    if isinstance(item, ActionRequest):
+        return item
+    if isinstance(item, ToolCall):
+        return ActionRequest(call_id=item.id, function=item.name, arguments=dict(item.arguments))
+    where = f"action request [{index}]"
+    if not isinstance(item, Mapping):
+        raise OperationError(
+            f"{where} must be an ActionRequest, a ToolCall or a dict with 'function' and "
+            f"'arguments', got {type(item).__name__}"
+        )
+    unknown = sorted(str(k) for k in item if k not in _MAPPING_KEYS)
+    if unknown:
+        raise OperationError(
+            f"{where} has unknown keys {unknown}; use 'function' (or 'name'), 'arguments' and "
+            "optionally 'call_id'"
+        )
+    name = item.get("function", item.get("name"))
+    if not isinstance(name, str) or not name:
+        raise OperationError(f"{where} needs 'function': the tool name as text, got {name!r}")
+    arguments = item.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            raise OperationError(
+                f"{where}: 'arguments' is text but not JSON: {arguments[:80]!r}"
+            ) from None
+    if not isinstance(arguments, Mapping):
+        raise OperationError(
+            f"{where}: 'arguments' must be an object of named arguments, got "
+            f"{type(arguments).__name__}"
+        )
+    call_id = item.get("call_id", item.get("id"))
+    if call_id is None:
+        call_id = f"call_{uuid4().hex[:24]}"
+    if not isinstance(call_id, str) or not call_id:
+        raise OperationError(f"{where}: 'call_id' must be non-empty text, got {call_id!r}")
+    return ActionRequest(call_id=call_id, function=name, arguments=dict(arguments))
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    response: ActionResponse
+    error: Exception | None
+
+
+async def _run_batch(
+    branch: Branch,
+    scope: TurnScope | None,
+    requests: list[ActionRequest],
+    strategy: ActionStrategy,
+    suppress_errors: bool,
+    record: bool,
+) -> list[ActionResponse]:
+    if scope is not None:
+        check_control(scope)
+    if record:
+        _record_requests(branch, requests)
+    outcomes: list[_Outcome | None] = [None] * len(requests)
+
+    async def run_one(index: int) -> None:
+        outcomes[index] = await _call(branch, requests[index])
+
+    try:
+        if strategy == "sequential":
+            for index in range(len(requests)):
+                await run_one(index)
+                outcome = outcomes[index]
+                if not suppress_errors and outcome is not None and outcome.error is not None:
+                    break
+        else:
+            async with anyio.create_task_group() as group:
+                for index in range(len(requests)):
+                    group.start_soon(run_one, index)
+    except BaseException:
+        # Cancelled mid-batch: the calls that finished are recorded; the others get nothing.
+        if record:
+            branch.msgs.extend([o.response for o in outcomes if o is not None])
+        raise
+    finished = [o for o in outcomes if o is not None]
+    if record:
+        branch.msgs.extend([o.response for o in finished])
+    if not suppress_errors:
+        for outcome in finished:
+            if outcome.error is not None:
+                raise outcome.error
+    return [o.response for o in finished]
+
+
+def _record_requests(branch: Branch, requests: list[ActionRequest]) -> None:
+    new: list[ActionRequest] = []
+    for request in requests:
+        if request not in branch.msgs and all(request.id != r.id for r in new):
+            new.append(request)
+    if new:
+        branch.msgs.extend(new)
+
+
+async def _call(branch: Branch, request: ActionRequest) -> _Outcome:
+    """One call: authorize, look up, validate and run, convert the output. Never raises an
+    ``Exception``; cancellation and other ``BaseException`` propagate."""
+    try:
+        await _authorize(branch, request)
+        tool = branch.tools.get(request.function)
+        output: JsonValue = jsonable(await tool.call(request.arguments))
+    except Exception as exc:
+        error: Exception = exc
+        if not isinstance(exc, ToolError):
+            error = ActionError(
+                f"tool {request.function!r} (call {request.call_id}) raised "
+                f"{type(exc).__name__}: {exc}"
+            )
+            error.__cause__ = exc
+        failed = ActionResponse(
+            request_id=request.id,
+            call_id=request.call_id,
+            function=request.function,
+            output={"error": f"{type(exc).__name__}: {exc}"},
+            is_error=True,
+        )
+        return _Outcome(failed, error)
+    response = ActionResponse(
+        request_id=request.id,
+        call_id=request.call_id,
+        function=request.function,
+        output=output,
+    )
+    return _Outcome(response, None)
+
+
+async def _authorize(branch: Branch, request: ActionRequest) -> None:
+    observer = branch._observer
+    if observer is None:
+        return
+    try:
+        allowed = await observer.authorize(branch, request)
+    except Exception as exc:  # a failing gate refuses: fail closed
+        raise UnauthorizedActionError(
+            f"tool call {request.function!r} (call {request.call_id}) is not authorized: the "
+            f"session's authorize gate raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if not allowed:
+        raise UnauthorizedActionError(
+            f"tool call {request.function!r} (call {request.call_id}) is not authorized by the "
+            "session's authorize gate"
+        )
