@@ -317,11 +317,13 @@ class _Turn:
         *,
         start: bool,
         final: bool,
+        close: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[T | None, BaseException | None, bool]:
         """Run one step of the turn: (value, error, finished).
 
-        The step is final when ``final`` is set or the body raised; a final step runs the
-        terminal finalization before returning.
+        The step is final when ``final`` is set or the body raised; a final step awaits
+        ``close`` (a stream's body generator) and then runs the terminal finalization before
+        returning.
         """
         context = self.context
         token = _active_turn_var.set(self.binding)
@@ -338,6 +340,8 @@ class _Turn:
             if final:
                 with anyio.CancelScope(shield=True):
                     context.phase = "finalizing"
+                    if close is not None:
+                        await close()
                     # signals raised after the group closed (none in practice) are still ours
                     await _drain_signals(context)
                     await self._emit_terminal(error)
@@ -471,7 +475,9 @@ class _TurnStream:
                 self.branch, self.model, self.role, self.operation
             )
         try:
-            value, error, final = await turn.step(self._advance, start=start, final=False)
+            value, error, final = await turn.step(
+                self._advance, start=start, final=False, close=self._close_items
+            )
         except BaseException:
             self._done = True
             turn.release()
@@ -510,7 +516,9 @@ class _TurnStream:
             await _close_items(self._items)
             return
         try:
-            _, error, _ = await turn.step(self._close_items, start=False, final=True)
+            _, error, _ = await turn.step(
+                self._close_items, start=False, final=True, close=self._close_items
+            )
         finally:
             turn.release()
         if error is not None:

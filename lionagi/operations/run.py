@@ -1,0 +1,350 @@
+"""``run``: one streamed turn, handed out as the messages it commits.
+
+The model's stream is cut into messages as it arrives: reply text becomes an
+:class:`AssistantResponse` when a text segment ends, each tool call an :class:`ActionRequest`,
+and a tool result reported by a provider that runs its own tools (the agentic CLI) an
+:class:`ActionResponse`. For models with native tool calls the Branch's tools are run with
+:func:`~lionagi.operations.act.act` and the model is streamed again with the results. Every
+message is recorded in the history before the consumer sees it.
+
+An agentic CLI's session id is kept per Branch and provider, so the next ``run`` on the Branch
+resumes that session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic import JsonValue
+
+from lionagi.errors import ConfigurationError, OperationError
+from lionagi.operations._prepare import (
+    apply_context_providers,
+    build_instruction,
+    model_for,
+    request_messages,
+)
+from lionagi.operations.act import act
+from lionagi.operations.turn import stream_in_turn
+from lionagi.protocols.messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    Usage,
+)
+from lionagi.service.errors import ProtocolError
+from lionagi.service.imodel import iModel
+from lionagi.service.types import (
+    FinalChunk,
+    ModelResponse,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    ToolResultEvent,
+    UsageChunk,
+)
+from lionagi.session.control import check_control
+
+if TYPE_CHECKING:
+    from lionagi.operations.types import TurnScope
+    from lionagi.session.branch import Branch
+
+__all__ = ["run"]
+
+logger = logging.getLogger("lionagi.run")
+
+_RESERVED_OPTIONS = ("tools", "response_format", "messages")
+
+
+def run(
+    branch: Branch,
+    instruction: str | Instruction,
+    *,
+    guidance: str | None = None,
+    context: JsonValue = None,
+    chat_model: iModel | None = None,
+    images: Sequence[str] | None = None,
+    max_tool_rounds: int = 8,
+    session_id: str | None = None,
+    **options: Any,
+) -> AsyncIterator[Message]:
+    """Stream one turn of ``branch`` as the messages it commits, each recorded before yielded.
+
+    First the :class:`Instruction`, then assistant text segments, tool calls and tool results
+    as the model produces them. Tools the model asks for are run (for models with native tool
+    calls) and the model is called again, at most ``max_tool_rounds`` times; requests past
+    that are answered with error results and not run. ``chat_model`` is used for this turn
+    only. ``session_id`` resumes a CLI session; by default the Branch's last session with the
+    same provider is resumed. Other keyword arguments are request options.
+
+    Nothing happens until iteration starts. Close the iterator (``aclose()``) when stopping
+    early: that ends the turn and closes the provider stream at once. Reply text still
+    streaming when the turn stops is not recorded: the history holds whole messages only.
+    """
+    if chat_model is not None and not isinstance(chat_model, iModel):
+        raise ConfigurationError(
+            f"chat_model must be an iModel or None, got {type(chat_model).__name__}"
+        )
+    if (
+        not isinstance(max_tool_rounds, int)
+        or isinstance(max_tool_rounds, bool)
+        or max_tool_rounds < 0
+    ):
+        raise OperationError(f"max_tool_rounds must be an int >= 0, got {max_tool_rounds!r}")
+    if session_id is not None and (not isinstance(session_id, str) or not session_id):
+        raise OperationError(f"session_id must be a non-empty string or None, got {session_id!r}")
+    reserved = [key for key in _RESERVED_OPTIONS if key in options]
+    if reserved:
+        raise OperationError(
+            f"run() does not take {', '.join(map(repr, reserved))}: it offers the Branch's "
+            "registered tools and streams plain messages; use operate() for structured output"
+        )
+    message = build_instruction(
+        instruction,
+        guidance=guidance,
+        context=context,
+        images=images,
+        sender=branch.user,
+    )
+
+    def invoke(scope: TurnScope) -> AsyncIterator[Message]:
+        return _stream_turn(
+            branch,
+            scope,
+            message,
+            chat_model,
+            max_tool_rounds=max_tool_rounds,
+            session_id=session_id,
+            options=options,
+        )
+
+    return stream_in_turn(branch, model=chat_model, invoke=invoke, operation="run")
+
+
+async def _stream_turn(
+    branch: Branch,
+    scope: TurnScope,
+    instruction: Instruction,
+    chat_model: iModel | None,
+    *,
+    max_tool_rounds: int,
+    session_id: str | None,
+    options: dict[str, Any],
+) -> AsyncGenerator[Message, None]:
+    """The body of the turn: record and yield each message, one model call per round."""
+    model = model_for(scope, branch, chat_model)
+    branch.msgs.add(instruction)
+    yield instruction
+    native = model.supports_native_tools
+    tools = branch.tools.schemas() if native and len(branch.tools) else ()
+    tool_rounds = 0
+    while True:
+        check_control(scope)
+        await apply_context_providers(branch, instruction, scope)
+        resume = session_id or branch._resume_ids.get(model.provider_name)
+        chunks = model.stream(
+            request_messages(branch, scope),
+            tools=tools,
+            session_id=resume,
+            **options,
+        )
+        segments = _Segmenter(model)
+        try:
+            async for chunk in chunks:
+                for message in segments.feed(chunk):
+                    branch.msgs.add(message)
+                    yield message
+                    check_control(scope)
+                check_control(scope)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _aclose(chunks)
+            scope.context.record_usage(segments.usage)
+        final = segments.final
+        if final is not None and final.session_id:
+            branch._resume_ids[model.provider_name] = final.session_id
+        pending = segments.unanswered()
+        if not native or not pending:
+            return
+        if tool_rounds >= max_tool_rounds:
+            refused = [_not_run(request, max_tool_rounds) for request in pending]
+            branch.msgs.extend(refused)  # every request gets its answer, as act would record
+            for response in refused:
+                yield response
+            return
+        tool_rounds += 1
+        # act polls control, records the results as one batch, and joins this turn
+        for response in await act(branch, pending):
+            yield response
+
+
+async def _aclose(chunks: AsyncIterator[StreamChunk]) -> None:
+    """Close a model stream; an error from closing is logged, never raised (ADR-0018 D4)."""
+    close = getattr(chunks, "aclose", None)
+    if close is None:
+        return
+    try:
+        await close()
+    except Exception:
+        logger.exception("closing a model stream failed")
+
+
+def _not_run(request: ActionRequest, limit: int) -> ActionResponse:
+    return ActionResponse(
+        request_id=request.id,
+        call_id=request.call_id,
+        function=request.function,
+        output=(
+            f"not run: this turn already ran tools {limit} time(s), its max_tool_rounds; "
+            "ask again in a new turn, or raise max_tool_rounds"
+        ),
+        is_error=True,
+    )
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    """A tool call being assembled from deltas."""
+
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+
+class _Segmenter:
+    """Cuts one model call's chunks into the messages to commit, in stream order.
+
+    Text gathers until its segment ends (a complete text block, a tool call or result, or the
+    final chunk). Tool-call deltas gather until anything else arrives, since their argument
+    text comes in fragments; at the final chunk the provider's parsed calls are preferred.
+    """
+
+    __slots__ = ("_answered", "_calls", "_model", "_requests", "_text", "_texted", "final", "usage")
+
+    def __init__(self, model: iModel) -> None:
+        self._model = model
+        self._text: list[str] = []
+        self._texted = False  # some text of this call was committed
+        self._calls: dict[int, _PendingCall] = {}
+        self._requests: dict[str, ActionRequest] = {}  # committed this call, by call id
+        self._answered: set[str] = set()
+        self.final: ModelResponse | None = None
+        self.usage: Usage | None = None
+
+    def unanswered(self) -> list[ActionRequest]:
+        """Tool calls of this model call that no provider-side result answered, in order."""
+        return [r for call_id, r in self._requests.items() if call_id not in self._answered]
+
+    def feed(self, chunk: StreamChunk) -> list[Message]:
+        if isinstance(chunk, TextDelta):
+            out = self._flush_calls(None)
+            self._text.append(chunk.text)
+            if chunk.complete:
+                out += self._flush_text(None)
+            return out
+        if isinstance(chunk, ToolCallDelta):
+            out = self._flush_text(None)
+            pending = self._calls.setdefault(chunk.index, _PendingCall())
+            pending.id = chunk.id or pending.id
+            pending.name = pending.name or chunk.name
+            if chunk.arguments:
+                pending.arguments.append(chunk.arguments)
+            return out
+        if isinstance(chunk, ToolResultEvent):
+            out = self._flush_text(None) + self._flush_calls(None)
+            request = self._requests.get(chunk.call_id)
+            if request is None:
+                raise self._protocol(
+                    f"a tool result for call {chunk.call_id!r} arrived before any tool call "
+                    "with that id"
+                )
+            self._answered.add(chunk.call_id)
+            out.append(
+                ActionResponse(
+                    request_id=request.id,
+                    call_id=request.call_id,
+                    function=request.function,
+                    output=chunk.output,
+                    is_error=chunk.is_error,
+                )
+            )
+            return out
+        if isinstance(chunk, UsageChunk):
+            self.usage = chunk.usage
+            return []
+        if isinstance(chunk, FinalChunk):
+            response = chunk.response
+            self.final = response
+            self.usage = response.usage
+            if not self._texted and not self._text and response.text:
+                self._text.append(response.text)  # a provider that sent no text deltas
+            return self._flush_text(response) + self._flush_calls(response)
+        raise self._protocol(f"unexpected stream chunk {type(chunk).__name__}")
+
+    def _flush_text(self, final: ModelResponse | None) -> list[Message]:
+        text = "".join(self._text)
+        self._text.clear()
+        if not text:
+            return []
+        self._texted = True
+        if final is None:
+            return [AssistantResponse(content=text, model=self._model.model)]
+        return [
+            AssistantResponse(
+                content=text, model=final.model or self._model.model, usage=final.usage
+            )
+        ]
+
+    def _flush_calls(self, final: ModelResponse | None) -> list[Message]:
+        parsed = {} if final is None else {call.id: call for call in final.tool_calls}
+        out: list[Message] = []
+        for index in sorted(self._calls):
+            pending = self._calls[index]
+            call_id = pending.id or f"call_{index}"
+            known = parsed.get(call_id)
+            if known is not None:
+                name, arguments = known.name, dict(known.arguments)
+            else:
+                name, arguments = self._assemble(call_id, pending)
+            out.append(self._request(call_id, name, arguments))
+        self._calls.clear()
+        # calls of a provider that sent no tool-call deltas
+        whole = () if final is None else final.tool_calls
+        out.extend(
+            self._request(call.id, call.name, dict(call.arguments))
+            for call in whole
+            if call.id not in self._requests
+        )
+        return out
+
+    def _request(self, call_id: str, name: str, arguments: dict[str, Any]) -> ActionRequest:
+        if call_id in self._requests:
+            raise self._protocol(f"tool call id {call_id!r} was used twice in one reply")
+        request = ActionRequest(call_id=call_id, function=name, arguments=arguments)
+        self._requests[call_id] = request
+        return request
+
+    def _assemble(self, call_id: str, pending: _PendingCall) -> tuple[str, dict[str, Any]]:
+        if not pending.name:
+            raise self._protocol(f"tool call {call_id!r} has no function name")
+        text = "".join(pending.arguments)
+        try:
+            arguments = json.loads(text) if text.strip() else {}
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            raise self._protocol(
+                f"tool call {pending.name!r} has arguments that are not a JSON object: "
+                f"{text[:200]!r}"
+            )
+        return pending.name, arguments
+
+    def _protocol(self, message: str) -> ProtocolError:
+        return ProtocolError(message, provider=self._model.provider_name, model=self._model.model)
