@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, JsonValue
 
 from lionagi.errors import ConfigurationError, OperationError
+from lionagi.operations.turn import control_point
 from lionagi.protocols.context_providers import ProviderReport
 from lionagi.protocols.messages import Instruction, Message, System
 from lionagi.service.imodel import iModel
-from lionagi.session.control import check_control
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
@@ -160,8 +160,9 @@ async def invoke_model(
     options: Mapping[str, Any] | None = None,
 ) -> ModelResponse:
     """One model call of a turn: poll control, gather providers, send, count usage."""
-    check_control(scope)
-    await apply_context_providers(branch, instruction, scope)
+    await control_point(scope)
+    if branch._providers:  # skips a coroutine per call when no provider is registered
+        await apply_context_providers(branch, instruction, scope)
     pending = () if recorded else (instruction,)
     response = await model.invoke(
         request_messages(branch, scope, pending),

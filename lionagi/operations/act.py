@@ -17,10 +17,9 @@ import anyio
 from pydantic import JsonValue
 
 from lionagi.errors import ActionError, OperationError, ToolError, UnauthorizedActionError
-from lionagi.operations.turn import current_scope, run_in_turn
+from lionagi.operations.turn import control_point, current_scope, run_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, ToolCall
 from lionagi.protocols.tools import jsonable
-from lionagi.session.control import check_control
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
@@ -157,7 +156,7 @@ async def _run_batch(
     record: bool,
 ) -> list[ActionResponse]:
     if scope is not None:
-        check_control(scope)
+        await control_point(scope)
     if record:
         _record_requests(branch, requests)
     outcomes: list[_Outcome | None] = [None] * len(requests)

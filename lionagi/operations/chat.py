@@ -28,6 +28,9 @@ def record_response(branch: Branch, response: ModelResponse) -> AssistantRespons
         usage=response.usage,
         raw=response.raw,
     )
+    if not response.tool_calls:  # the common case; extend() of one message is add()
+        branch.msgs.add(message)
+        return message
     requests = [
         ActionRequest(call_id=call.id, function=call.name, arguments=dict(call.arguments))
         for call in response.tool_calls

@@ -6,10 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import OperationError
 from lionagi.operations._prepare import model_for
-from lionagi.operations.turn import run_in_turn
+from lionagi.operations.turn import control_point, run_in_turn
 from lionagi.protocols.messages import Instruction, System
 from lionagi.service.imodel import iModel
-from lionagi.session.control import check_control
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
@@ -46,7 +45,7 @@ async def interpret(
     )
 
     async def body(scope: TurnScope) -> str:
-        check_control(scope)
+        await control_point(scope)
         model = model_for(scope, branch, interpret_model)
         ask = Instruction(instruction=text, guidance=guidance or None)
         response = await model.invoke([System(content=_SYSTEM), ask], **options)

@@ -9,10 +9,9 @@ from pydantic import BaseModel
 from lionagi.errors import OperationError, ParseError
 from lionagi.operations._extract import validate_into
 from lionagi.operations._prepare import model_for
-from lionagi.operations.turn import run_in_turn
+from lionagi.operations.turn import control_point, run_in_turn
 from lionagi.protocols.messages import Instruction, System
 from lionagi.service.imodel import iModel
-from lionagi.session.control import check_control
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
@@ -62,7 +61,7 @@ async def parse_in_scope(
     schema = response_format.model_json_schema()
     attempt_text = text
     for _ in range(max_retries):
-        check_control(scope)
+        await control_point(scope)
         model = model or model_for(scope, branch, parse_model, "parse")
         ask = Instruction(
             instruction=(

@@ -18,10 +18,9 @@ from lionagi.errors import OperationError
 from lionagi.operations._prepare import build_instruction
 from lionagi.operations.communicate import communicate
 from lionagi.operations.operate import ToolsArg, offered_tools, operate
-from lionagi.operations.turn import run_in_turn, stream_in_turn
+from lionagi.operations.turn import control_point, run_in_turn, stream_in_turn
 from lionagi.protocols.messages import Instruction
 from lionagi.service.imodel import iModel
-from lionagi.session.control import check_control
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
@@ -162,7 +161,7 @@ async def _rounds(branch: Branch, scope: TurnScope, plan: _Plan) -> AsyncIterato
     yield analysis
     extensions = 0
     while plan.extension_allowed and analysis.extension_needed and extensions < plan.max_extensions:
-        check_control(scope)
+        await control_point(scope)
         extensions += 1
         analysis = await operate(
             branch,
@@ -170,7 +169,7 @@ async def _rounds(branch: Branch, scope: TurnScope, plan: _Plan) -> AsyncIterato
             **common,
         )
         yield analysis
-    check_control(scope)
+    await control_point(scope)
     yield await communicate(
         branch,
         _FINAL,

@@ -30,7 +30,7 @@ from lionagi.operations._prepare import (
     request_messages,
 )
 from lionagi.operations.act import act
-from lionagi.operations.turn import stream_in_turn
+from lionagi.operations.turn import control_point, stream_in_turn
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -50,7 +50,6 @@ from lionagi.service.types import (
     ToolResultEvent,
     UsageChunk,
 )
-from lionagi.session.control import check_control
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
@@ -146,7 +145,7 @@ async def _stream_turn(
     tools = branch.tools.schemas() if native and len(branch.tools) else ()
     tool_rounds = 0
     while True:
-        check_control(scope)
+        await control_point(scope)
         await apply_context_providers(branch, instruction, scope)
         resume = session_id or branch._resume_ids.get(model.provider_name)
         chunks = model.stream(
@@ -161,8 +160,8 @@ async def _stream_turn(
                 for message in segments.feed(chunk):
                     branch.msgs.add(message)
                     yield message
-                    check_control(scope)
-                check_control(scope)
+                    await control_point(scope)
+                await control_point(scope)
         finally:
             with anyio.CancelScope(shield=True):
                 await _aclose(chunks)

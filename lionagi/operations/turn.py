@@ -34,7 +34,7 @@ import anyio
 from lionagi._compat import spawn_detached
 from lionagi.errors import ConfigurationError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
-from lionagi.session.control import StopStream
+from lionagi.session.control import StopStream, check_control
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, build_run_end
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TurnFinalizingError",
+    "control_point",
     "current_scope",
     "run_in_turn",
     "schedule_message_signal",
@@ -185,6 +186,16 @@ async def _cancel_nested(context: TurnExecutionContext) -> None:
         for handle in pending:
             await handle.done.wait()
             context.nested_tasks.discard(handle)
+
+
+async def control_point(scope: TurnScope) -> None:
+    """A control boundary of a turn (before a model call, between rounds or events, before a
+    tool batch): deliver the turn's pending message signals first, so a directive an observer
+    issues on one of them is seen here, then apply the pending directive (:func:`check_control`).
+    """
+    if scope.context.signal_tasks:
+        await _drain_signals(scope.context)
+    check_control(scope)
 
 
 # -- nested entries ---------------------------------------------------------------------------

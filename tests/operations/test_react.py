@@ -12,7 +12,13 @@ from pydantic import BaseModel
 
 from lionagi.errors import OperationError
 from lionagi.operations.react import ReActAnalysis
-from lionagi.protocols.messages import ActionResponse, Instruction, Message, ToolCall
+from lionagi.protocols.messages import (
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    ToolCall,
+)
 from lionagi.session.branch import Branch
 from lionagi.session.control import LoopBreak, LoopDirective, StopStream
 from lionagi.session.session import Session
@@ -142,22 +148,21 @@ async def test_parameters_are_checked_before_the_turn() -> None:
 
 # -- control between rounds -----------------------------------------------------------------------
 def directed_branch(directive: LoopDirective) -> tuple[Branch, Recorder, FunctionModel]:
-    """A branch whose observer issues ``directive`` when round 1's instruction is recorded; the
-    model answers round 1 only after that, asking for another round."""
+    """A branch whose observer issues ``directive`` when round 1's reply is recorded (which asks
+    for another round); the directive is seen at the next control point, between the rounds."""
     issued = anyio.Event()
     session = Session()
     rec = Recorder()
     session.observe(Signal, rec)
 
     def handler(signal: MessageAdded, _: Any) -> None:
-        if isinstance(signal.message, Instruction) and not issued.is_set():
+        if isinstance(signal.message, AssistantResponse) and not issued.is_set():
             assert branch.control(directive, reason="observer said so")
             issued.set()
 
     session.observe(MessageAdded, handler)
 
     async def fn(messages: Sequence[Message], **options: Any) -> str:
-        await issued.wait()
         return analysis("first", more=True) if is_round(options) else "final"
 
     model = FunctionModel(fn)
