@@ -15,7 +15,6 @@ from lionagi.operations.react import ReActAnalysis
 from lionagi.protocols.messages import (
     ActionResponse,
     AssistantResponse,
-    Instruction,
     Message,
     ToolCall,
 )
