@@ -741,9 +741,10 @@ async def test_consumer_calls_between_stream_items_join_the_stream_turn() -> Non
         branch.msgs.add(Instruction(instruction="from the consumer"))
         return scope.turn_id, scope.owns_lifecycle
 
-    results = []
-    async for _ in stream_in_turn(branch, model=None, invoke=body):
-        results.append(await run_in_turn(branch, model=None, invoke=inner))
+    results = [
+        await run_in_turn(branch, model=None, invoke=inner)
+        async for _ in stream_in_turn(branch, model=None, invoke=body)
+    ]
     turn_id = rec.starts()[0].turn_id
     assert results == [(turn_id, False), (turn_id, False)]
     assert rec.kinds() == ["RunStart", "MessageAdded", "MessageAdded", "RunEnd"]
