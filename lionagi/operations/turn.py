@@ -121,7 +121,9 @@ def current_scope(branch: Branch) -> TurnScope | None:
 def schedule_message_signal(branch: Branch, message: Message) -> None:
     """Tell observers about ``message``: as a child of the live turn, or detached best-effort.
 
-    In a live turn the delivery task joins the turn's task group, is shielded from cancellation,
+    In a live turn (the task-local binding and the Branch pointer agree and the turn's task group
+    is open, including while its nested work shuts down) the delivery task joins the turn's task
+    group, is shielded from cancellation,
     waits for the previous message signal of the turn (observers see messages in order) and is
     drained before the terminal signal. Without a live turn the delivery is detached and never
     adopted by a later turn. Nothing is scheduled without an interested observer or event loop.
@@ -131,9 +133,12 @@ def schedule_message_signal(branch: Branch, message: Message) -> None:
         return
     context = branch._active_turn_context
     binding = _active_turn_var.get()
+    # A turn's task group is open while its body runs and while its nested work shuts down
+    # (phase "finalizing"); a message recorded then is still part of the turn's history block,
+    # so its signal is adopted and drained before the terminal, never delivered after it.
     live = (
         context is not None
-        and context.phase == "active"
+        and context.phase != "closed"
         and context.task_group is not None
         and binding is not None
         and binding.branch_id == branch.id

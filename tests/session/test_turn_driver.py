@@ -750,3 +750,22 @@ async def test_consumer_calls_between_stream_items_join_the_stream_turn() -> Non
     assert rec.kinds() == ["RunStart", "MessageAdded", "MessageAdded", "RunEnd"]
     assert all(m.turn_id == turn_id for m in rec.messages())
     assert_idle(branch)
+
+
+async def test_a_message_from_nested_work_shutting_down_is_signalled_before_the_terminal() -> None:
+    branch, rec, _ = observed_branch()
+
+    async def late_child() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            branch.msgs.add(Instruction(instruction="written while cancelled"))
+
+    async def body(scope: TurnScope) -> None:
+        scope.start_soon(late_child)
+        await checkpoint()  # let the child start
+
+    await run_in_turn(branch, model=None, invoke=body)
+    turn_id = rec.starts()[0].turn_id
+    assert rec.kinds() == ["RunStart", "MessageAdded", "RunEnd"]
+    assert rec.messages()[0].turn_id == turn_id

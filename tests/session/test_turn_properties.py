@@ -1,0 +1,23 @@
+"""The turn-protocol property test (tests_trio/test_turn_properties.py) on every backend.
+
+The scenario runner uses anyio only; here each generated scenario runs in its own
+``anyio.run`` on asyncio and on trio, with fewer examples than the trio-native suite.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.conftest import BACKENDS
+from tests_trio.test_turn_properties import Scenario, ScenarioRun, scenarios
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=scenarios())
+def test_turn_protocol_invariants_hold_on_each_backend(backend: str, scenario: Scenario) -> None:
+    run = ScenarioRun(scenario)
+    anyio.run(run.main, backend=backend)
+    run.assert_invariants()
