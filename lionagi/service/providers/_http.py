@@ -281,13 +281,21 @@ class HTTPProvider(Provider):
             yield
         except httpx.HTTPError as exc:
             raise self._error(exc) from exc
+        except BaseExceptionGroup as group:
+            # trio's connection set-up runs in a nursery: a cancellation during connect arrives
+            # wrapped in a group. Hand on the cancellation itself, as asyncio does.
+            cancelled = _only_cancellation(group)
+            if cancelled is None:
+                raise
+            raise cancelled from None
 
     # -- requests ----------------------------------------------------------------------
     async def post_json(self, path: str, body: dict[str, Any]) -> Any:
         """POST ``body`` and return the decoded JSON answer."""
         client = self._client()
+        request = _json_request(client, self._url(path), body, self._headers())
         with self._translated():
-            response = await client.post(self._url(path), json=body, headers=self._headers())
+            response = await client.send(request)
         if not response.is_success:
             raise self._status_error(response)
         try:
@@ -302,11 +310,8 @@ class HTTPProvider(Provider):
         ``aclose()``, so the connection never outlives its consumer.
         """
         client = self._client()
-        request = client.build_request(
-            "POST",
-            self._url(path),
-            json=body,
-            headers={**self._headers(), "accept": "text/event-stream"},
+        request = _json_request(
+            client, self._url(path), body, {**self._headers(), "accept": "text/event-stream"}
         )
         with self._translated():
             response = await client.send(request, stream=True)
@@ -332,6 +337,55 @@ class HTTPProvider(Provider):
                 await response.aclose()
                 if lines is not None:
                     await _finish(lines)
+
+
+def _only_cancellation(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The first cancellation in ``group`` if it holds nothing else, else None."""
+    matched, rest = group.split(anyio.get_cancelled_exc_class())
+    if matched is None or rest is not None:
+        return None
+    leaf: BaseException = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf
+
+
+class _OneChunk:
+    """Yields one body chunk. A plain iterator, not an async generator: a send cancelled
+    half-way leaves nothing suspended behind (trio reports a suspended async generator that is
+    garbage collected as a ResourceWarning, and httpx's own body stream is one)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def __aiter__(self) -> _OneChunk:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._data is None:
+            raise StopAsyncIteration
+        data, self._data = self._data, None
+        return data
+
+
+class _JSONBody(httpx.AsyncByteStream):
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _OneChunk(self._data)
+
+
+def _json_request(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+) -> httpx.Request:
+    request = client.build_request("POST", url, json=body, headers=headers)
+    request.stream = _JSONBody(request.read())  # same bytes and Content-Length
+    return request
 
 
 async def _finish(lines: AsyncIterator[str]) -> None:
