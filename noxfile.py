@@ -57,8 +57,20 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_peers(session: nox.Session) -> None:
-    """The same zero-latency turn through the peers, in their own virtual environment."""
-    session.install("lionagi", "pydantic-ai-slim", "anyio", "pydantic")
+    """The same zero-latency turn through the peers, in their own virtual environment.
+
+    The upstream ``lionagi`` release has this package's name, so it is installed here (with
+    pydantic-ai) and this repository's package runs from the source tree, with its runtime
+    dependencies installed alongside; the peers run in a worker subprocess of this environment.
+    """
+    session.install(
+        "lionagi",
+        "pydantic-ai-slim",
+        "anyio>=4.11",
+        "pydantic>=2.7",
+        "httpx>=0.27",
+        "json-repair>=0.30",
+    )
     session.run("python", "-m", "benchmarks.peers", *session.posargs)
 
 

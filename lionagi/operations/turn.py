@@ -251,11 +251,12 @@ async def _in_step_group(
                 value = await body()
             except BaseException as exc:  # handed back to the caller, re-raised after cleanup
                 error = exc
-            with anyio.CancelScope(shield=True):
-                if owner and (final or error is not None):
-                    context.phase = "finalizing"
-                await _cancel_nested(context)
-                await _drain_signals(context)
+            if owner and (final or error is not None):
+                context.phase = "finalizing"
+            if context.nested_tasks or context.signal_tasks:  # skip the scope when idle
+                with anyio.CancelScope(shield=True):
+                    await _cancel_nested(context)
+                    await _drain_signals(context)
     except BaseException as exc:  # a cancellation delivered at the task group's exit
         if error is None:
             error = exc
@@ -354,14 +355,17 @@ class _Turn:
             if error is not None:
                 final = True
             if final:
-                with anyio.CancelScope(shield=True):
-                    context.phase = "finalizing"
-                    if close is not None:
-                        await close()
-                    # signals raised after the group closed (none in practice) are still ours
-                    await _drain_signals(context)
-                    await self._emit_terminal(error)
-                    self._close()
+                context.phase = "finalizing"
+                if close is None and self.branch._observer is None and not context.signal_tasks:
+                    self._close()  # nothing to await: no shielded scope needed
+                else:
+                    with anyio.CancelScope(shield=True):
+                        if close is not None:
+                            await close()
+                        # signals raised after the group closed (none in practice) are ours too
+                        await _drain_signals(context)
+                        await self._emit_terminal(error)
+                        self._close()
         finally:
             _active_turn_var.reset(token)
         return value, error, final

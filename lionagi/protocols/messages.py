@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self, TypeAlias
 from uuid import UUID, uuid4
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 __all__ = [
     "ActionRequest",
@@ -45,6 +45,13 @@ class Usage(BaseModel):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        if self.cost_usd is None and not (
+            self.input_tokens
+            or self.output_tokens
+            or self.cached_input_tokens
+            or self.cache_write_tokens
+        ):
+            return other  # nothing to add (a turn's first call); usages are immutable
         cost: float | None
         if self.cost_usd is None and other.cost_usd is None:
             cost = None
@@ -76,9 +83,19 @@ class Message(BaseModel):
 
     id: UUID = Field(default_factory=uuid4)
     created_at: float = Field(default_factory=time.time)
-    # Renderers memoize a message's wire form here (messages are immutable), so re-rendering a
-    # long history costs a lookup per message. Never serialized.
-    _render_cache: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        # A fresh render cache, set directly: declared as a pydantic PrivateAttr, its generic
+        # initialisation ran twice per message (once more for every subclass level) and cost
+        # about a third of building one.
+        object.__setattr__(self, "__pydantic_private__", {"_render_cache": {}})
+
+    @property
+    def _render_cache(self) -> dict[str, Any]:
+        """Renderers memoize a message's wire form here (messages are immutable), so
+        re-rendering a long history costs a lookup per message. Never serialized."""
+        cache: dict[str, Any] = self.__pydantic_private__["_render_cache"]  # type: ignore[index]
+        return cache
 
     @property
     def role(self) -> str:

@@ -7,7 +7,6 @@ defaults, and a secret-free ``to_dict``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -208,9 +207,16 @@ class iModel:
         if limiter is not None:
             await limiter.acquire_on_behalf_of(borrower)
         chunks = self.provider.stream(request)
-        wait = math.inf if self.timeout is None else self.timeout
+        wait = self.timeout
         try:
             while True:
+                if wait is None:  # no deadline: no cancel scope per chunk either
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        return
+                    yield chunk
+                    continue
                 with anyio.move_on_after(wait) as scope:
                     try:
                         chunk = await chunks.__anext__()
@@ -218,7 +224,7 @@ class iModel:
                         return
                 if scope.cancelled_caught:
                     raise ProviderTimeout(
-                        f"no stream data within {self.timeout:g}s",
+                        f"no stream data within {wait:g}s",
                         provider=self.provider_name,
                         model=self.model,
                     )

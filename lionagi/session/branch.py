@@ -7,6 +7,7 @@ fields created here; the Branch holds no other turn state.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 from uuid import UUID, uuid4
@@ -38,6 +39,18 @@ __all__ = ["Branch"]
 M = TypeVar("M", bound=BaseModel)
 
 ToolsArg = Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
+
+
+def _signal_through(ref: weakref.ref[Branch]) -> Callable[[Message], None]:
+    """The history's on-added callback. It holds the Branch weakly, so a dropped Branch is
+    freed at once by reference counting rather than later by the cycle collector."""
+
+    def on_added(message: Message) -> None:
+        branch = ref()
+        if branch is not None:
+            schedule_message_signal(branch, message)
+
+    return on_added
 
 
 def _new_turn_lock() -> anyio.Semaphore:
@@ -86,7 +99,7 @@ class Branch:
         if tools is not None:
             self.register_tools(tools)
         self._messages = MessageManager(_initial_history(system, messages))
-        self._messages.on_added(self._on_message_added)
+        self._messages.on_added(_signal_through(weakref.ref(self)))
 
         # Turn fields (ADR-0018 D1): the lock that serializes top-level turns and the pointer to
         # the one active context, for out-of-band control. Only lionagi.operations.turn writes
@@ -98,9 +111,6 @@ class Branch:
         self._observer: Observer | None = None
         self._session: Session | None = None
         self._resume_ids: dict[str, str] = {}  # agentic CLI session per provider, for run()
-
-    def _on_message_added(self, message: Message) -> None:
-        schedule_message_signal(self, message)
 
     # -- turns: control, report, providers, signals ----------------------------------------
     def control(

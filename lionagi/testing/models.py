@@ -129,6 +129,7 @@ class _InputWords:
             if shared < 0 or rest[:shared] != known[:shared]:
                 pairs = enumerate(zip(rest, known, strict=False))
                 shared = next((i for i, (a, b) in pairs if a != b), shared)
+        shared = min(shared, len(totals) - 1)
         del totals[shared + 1 :]
         running = totals[shared]
         for message in rest[shared:]:

@@ -125,14 +125,32 @@ def test_duplicate_message_is_a_configuration_error() -> None:
         Branch(messages=[message, message])
 
 
-def test_added_messages_reach_the_hook(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[Message] = []
-    monkeypatch.setattr(Branch, "_on_message_added", lambda self, message: seen.append(message))
+def test_added_messages_reach_the_signal_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    import lionagi.session.branch as branch_module
+
+    seen: list[tuple[Branch, Message]] = []
+    monkeypatch.setattr(
+        branch_module, "schedule_message_signal", lambda b, message: seen.append((b, message))
+    )
     branch = Branch(system="s", messages=[Instruction()])
     assert seen == []  # initial history is not "added"
     message = Instruction(instruction="new")
     branch.msgs.add(message)
-    assert seen == [message]
+    assert seen == [(branch, message)]
+
+
+def test_a_dropped_branch_is_freed_without_the_cycle_collector() -> None:
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        branch = Branch(system="s", messages=[Instruction(instruction="x")])
+        ref = weakref.ref(branch)
+        del branch
+        assert ref() is None
+    finally:
+        gc.enable()
 
 
 # -- models ------------------------------------------------------------------------------

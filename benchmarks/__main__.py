@@ -1,0 +1,80 @@
+"""``python -m benchmarks [scenario ...] [--quick] [--out DIR] [--peer-python PATH]``.
+
+Runs the named scenarios (all by default) on asyncio, asyncio+uvloop and trio, and writes
+``bench.json`` and ``bench.md`` (``bench-<names>`` for a subset, ``-quick`` for smoke sizes)
+into ``benchmarks/results/`` or ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from pathlib import Path
+
+from benchmarks._common import Config, now
+from benchmarks._report import write_results
+
+SCENARIOS = {
+    "turn": "turn overhead vs the floor, with an observer, with a context provider",
+    "stream": "a streamed run of 1,000 chunks vs iterating the model's stream",
+    "contention": "K = 1, 10, 100, 1,000 concurrent callers on one Branch",
+    "scale": "10,000 Branches running turns at once; memory per Branch and per turn",
+    "cancel": "cancelling a turn mid-model-call: time and round trips until free",
+    "long": "2,000 recorded turns on one Branch: first 100 vs last 100",
+    "memory": "retained per 1,000 conversations and per turn; dropped Branch freed",
+    "profile": "cProfile of a recorded turn on asyncio and trio",
+    "peers": "upstream lionagi and pydantic-ai, alternating with ours (needs their env)",
+}
+
+MODULES = {"profile": "profiling"}  # a module named profile would shadow the standard one
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_given = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="lionagi benchmarks; results go to benchmarks/results/.",
+        epilog="scenarios: " + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items()),
+    )
+    parser.add_argument("scenarios", nargs="*", choices=[*SCENARIOS, []], metavar="scenario")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
+    parser.add_argument(
+        "--peer-python",
+        help="interpreter of the peers' environment ('' to skip peers); found automatically "
+        "when `nox -s bench_peers` has built it",
+    )
+    args = parser.parse_args(args_given)
+    names = args.scenarios or list(SCENARIOS)
+    config = Config(quick=args.quick, peer_python=args.peer_python)
+    load_start = tuple(round(x, 2) for x in os.getloadavg())
+    started = now()
+    results = {}
+    for name in names:
+        print(f"{name}: {SCENARIOS[name]} ...", file=sys.stderr, flush=True)
+        began = time.perf_counter()
+        module = importlib.import_module(f"benchmarks.{MODULES.get(name, name)}")
+        results[name] = module.run(config)
+        results[name]["seconds"] = round(time.perf_counter() - began, 1)
+    stem = None
+    if args.scenarios and set(args.scenarios) != set(SCENARIOS):
+        stem = "bench-" + "-".join(args.scenarios) + ("-quick" if args.quick else "")
+    json_path, md_path = write_results(
+        "benchmarks",
+        args_given,
+        results,
+        config,
+        args.out,
+        now() - started,
+        stem=stem,
+        load_start=load_start,
+    )
+    print(f"wrote {json_path} and {md_path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

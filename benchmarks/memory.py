@@ -1,0 +1,221 @@
+"""Memory: what a conversation keeps, and whether a dropped Branch is freed.
+
+- Retained per 1,000 one-turn conversations (a Branch with a system message and one recorded
+  turn, all kept alive), against the size of the same three messages built on their own.
+- Retained per recorded turn of one long conversation, against the size of the two messages.
+- A dropped Branch: freed by reference counting alone, and after ``gc.collect()``, after a
+  normal turn, after a cancelled turn, and in a Session after ``remove_branch``.
+
+Sizes come from tracemalloc; every model shares one offline model without a request log.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from benchmarks._common import (
+    PROMPT,
+    REPLY,
+    SYSTEM,
+    Config,
+    backends,
+    offline_model,
+    settle,
+    target,
+)
+from lionagi import Branch, RunEnd, Session
+from lionagi.protocols.messages import AssistantResponse, Instruction, Message, System, Usage
+from lionagi.testing import FunctionModel
+
+MIB = 1024 * 1024
+
+
+async def _traced(build: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
+    """Bytes retained by what ``build()`` returns (tracemalloc, after a collection), measured
+    inside the running event loop so the loop's own allocations stay out."""
+    settle()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = await build()
+        settle()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return after - before, kept
+
+
+def _messages(turns: int, system: bool) -> list[Message]:
+    out: list[Message] = [System(content=SYSTEM)] if system else []
+    for _ in range(turns):
+        out.append(Instruction(instruction=PROMPT))
+        usage = Usage(input_tokens=5, output_tokens=2)
+        out.append(AssistantResponse(content=REPLY, model="function", usage=usage))
+    return out
+
+
+async def _conversations(model: FunctionModel, count: int) -> list[Branch]:
+    branches = []
+    for _ in range(count):
+        branch = Branch(system=SYSTEM, chat_model=model)
+        await branch.chat_and_record(PROMPT)
+        branches.append(branch)
+    return branches
+
+
+async def _long(model: FunctionModel, branch: Branch, turns: int) -> Branch:
+    for _ in range(turns):
+        await branch.chat_and_record(PROMPT)
+    return branch
+
+
+async def _retained(count: int, turns: int) -> dict[str, float]:
+    model = offline_model()
+    await _conversations(model, 10)  # warm-up: imports, caches
+
+    async def messages(turns: int, system: bool, times: int) -> list[list[Message]]:
+        return [_messages(turns, system) for _ in range(times)]
+
+    conversations, _ = await _traced(lambda: _conversations(model, count))
+    own_three, _ = await _traced(lambda: messages(1, True, count))
+    branch = Branch(system=SYSTEM, chat_model=model)
+    await _long(model, branch, 10)
+    grown, _ = await _traced(lambda: _long(model, branch, turns))
+    own_two, _ = await _traced(lambda: messages(turns, False, 1))
+    return {
+        "conversation_bytes": conversations / count,
+        "conversation_messages_bytes": own_three / count,
+        "turn_bytes": grown / turns,
+        "turn_messages_bytes": own_two / turns,
+    }
+
+
+# -- freed? ----------------------------------------------------------------------------------
+async def _after_turn(model: FunctionModel) -> tuple[weakref.ref[Branch], None]:
+    branch = Branch(system=SYSTEM, chat_model=model)
+    await branch.chat_and_record(PROMPT)
+    return weakref.ref(branch), None
+
+
+async def _after_cancel(model: FunctionModel) -> tuple[weakref.ref[Branch], None]:
+    entered = anyio.Event()
+
+    async def block(messages: Any, **options: Any) -> str:
+        entered.set()
+        await anyio.sleep_forever()
+        return REPLY
+
+    branch = Branch(system=SYSTEM, chat_model=FunctionModel(block))
+    async with anyio.create_task_group() as group:
+        group.start_soon(branch.chat_and_record, PROMPT)
+        await entered.wait()
+        group.cancel_scope.cancel()
+    return weakref.ref(branch), None
+
+
+async def _in_session(model: FunctionModel) -> tuple[weakref.ref[Branch], Session]:
+    session = Session()
+    session.observe(RunEnd, lambda signal, session: None)
+    branch = session.new_branch(system=SYSTEM, chat_model=model)
+    await branch.chat_and_record(PROMPT)
+    session.remove_branch(branch)
+    return weakref.ref(branch), session
+
+
+CASES = {
+    "after a recorded turn": _after_turn,
+    "after a turn cancelled mid-model-call": _after_cancel,
+    "removed from its Session (Session kept)": _in_session,
+}
+
+
+def _freed(backend: Any) -> dict[str, dict[str, bool]]:
+    model = offline_model()
+    out = {}
+    for name, case in CASES.items():
+        ref, keep = backend.run(case, model)
+        by_refcount = ref() is None
+        gc.collect()
+        out[name] = {"by_refcount": by_refcount, "after_gc": ref() is None}
+        del keep
+    return out
+
+
+def run(config: Config) -> dict[str, Any]:
+    count = config.size(1000, 50)
+    turns = config.size(1000, 50)
+    rows = []
+    targets = []
+    all_freed = True
+    for backend in backends():
+        sizes = backend.run(_retained, count, turns)
+        freed = _freed(backend)
+        per_turn_ratio = sizes["turn_bytes"] / sizes["turn_messages_bytes"]
+        rows.append(
+            {
+                "backend": backend.name,
+                "MiB_per_1000_conversations": round(sizes["conversation_bytes"] * 1000 / MIB, 3),
+                "their_messages_MiB": round(sizes["conversation_messages_bytes"] * 1000 / MIB, 3),
+                "bytes_per_recorded_turn": round(sizes["turn_bytes"]),
+                "two_messages_bytes": round(sizes["turn_messages_bytes"]),
+                "turn_over_messages": round(per_turn_ratio, 2),
+                "dropped_branch_freed": ", ".join(
+                    f"{name}: {'refcount' if f['by_refcount'] else 'gc' if f['after_gc'] else 'NO'}"
+                    for name, f in freed.items()
+                ),
+            }
+        )
+        targets.append(
+            target(
+                f"memory per recorded turn <= 2x its messages' own size ({backend.name})",
+                per_turn_ratio,
+                2.0,
+                note=(
+                    "Beyond the two messages: the history's list slot and id index entry, and "
+                    "each message's render-cache entry (here the offline model's word count)."
+                ),
+            )
+        )
+        all_freed = all_freed and all(f["after_gc"] for f in freed.values())
+    targets.append(
+        {
+            "target": "a dropped Branch is garbage-collected (every case, every backend)",
+            "value": all_freed,
+            "limit": True,
+            "unit": "",
+            "met": all_freed,
+            "by": None,
+            "note": (
+                "Freed by the cyclic collector, not by reference counting: the history's "
+                "on-added callback is a bound method of the Branch, a reference cycle. A weak "
+                "callback would free a dropped Branch at once."
+            ),
+        }
+    )
+    return {
+        "title": "Memory",
+        "description": (
+            f"tracemalloc. {count} one-turn conversations kept alive (Branch with a system "
+            "message and one recorded turn) against the same three messages built alone; "
+            f"{turns} more recorded turns on one Branch against the same two messages per turn "
+            "built alone. 'refcount': freed as soon as the last reference went; 'gc': freed by "
+            "the cyclic collector."
+        ),
+        "columns": [
+            "backend",
+            "MiB_per_1000_conversations",
+            "their_messages_MiB",
+            "bytes_per_recorded_turn",
+            "two_messages_bytes",
+            "turn_over_messages",
+            "dropped_branch_freed",
+        ],
+        "rows": rows,
+        "targets": targets,
+    }

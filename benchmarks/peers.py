@@ -1,0 +1,313 @@
+"""Peers: the same zero-latency recorded turn through the upstream lionagi release and through
+pydantic-ai, alternating with ours in one invocation (asyncio only: neither peer runs on trio).
+
+The upstream release shares this package's import name, so the peers run in their own virtual
+environment (``nox -s bench_peers`` builds it) in a worker subprocess
+(``benchmarks/_peer_worker.py``), while ours runs in this process. Batches alternate
+A B A B ... and every ratio is taken pair by pair.
+
+- upstream lionagi: ``Branch.communicate`` (records both sides) on its scripted offline model;
+- pydantic-ai: ``Agent.run`` on its ``FunctionModel``, passing the history back every turn;
+- ours: ``Branch.chat_and_record`` on ``FunctionModel``.
+
+Run ``python -m benchmarks.peers [--quick] [--peer-python PATH] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchmarks import memory
+from benchmarks._common import ROOT, Config, median, now, offline_model, target, us
+from benchmarks.long import _ours as _ours_long
+from benchmarks.turn import RESET, VARIANTS
+
+WORKER = Path(__file__).resolve().parent / "_peer_worker.py"
+PEERS = ("lionagi (upstream)", "pydantic-ai")
+WARM_UP = 20  # untimed turns at the start of every batch, on both sides
+
+
+def find_peer_python(explicit: str | None) -> tuple[str | None, str]:
+    """The interpreter of the peers' environment, and how it was found (or why not)."""
+    if explicit is not None:
+        return (explicit or None), "given with --peer-python" if explicit else "disabled"
+    if importlib.util.find_spec("pydantic_ai") is not None:
+        try:
+            installed = metadata.version("lionagi")
+        except metadata.PackageNotFoundError:
+            installed = None
+        import lionagi
+
+        if installed and installed != lionagi.__version__:
+            return sys.executable, "this interpreter, which has the peers installed"
+    found = sorted(glob.glob(str(ROOT / ".nox" / "bench_peers*" / "bin" / "python")))
+    if found:
+        return found[-1], "the nox bench_peers environment"
+    return None, "no peers environment: run `nox -s bench_peers` (or pass --peer-python)"
+
+
+class Worker:
+    """The peers' worker process: one JSON command per line, one JSON answer per line."""
+
+    def __init__(self, python: str) -> None:
+        self._scratch = tempfile.TemporaryDirectory(prefix="lionagi-peers-")
+        self._process = subprocess.Popen(
+            [python, "-P", str(WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self._scratch.name,
+        )
+
+    def ask(self, op: str, **arguments: Any) -> dict[str, Any]:
+        process = self._process
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write(json.dumps({"op": op, **arguments}) + "\n")
+        process.stdin.flush()
+        line = process.stdout.readline()
+        if not line:
+            error = process.stderr.read() if process.stderr else ""
+            raise RuntimeError(f"the peers' worker exited: {error.strip()[-2000:]}")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"the peers' worker failed on {op}: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        try:
+            if self._process.poll() is None and self._process.stdin is not None:
+                self._process.stdin.close()  # the worker ends at the end of its input
+                self._process.wait(timeout=60)
+        finally:
+            if self._process.poll() is None:
+                self._process.kill()
+            self._scratch.cleanup()
+
+
+# -- ours, in this process ---------------------------------------------------------------------
+async def _our_batch(turns: int) -> int:
+    setup, run_turns = VARIANTS["chat_and_record"]
+    model = offline_model()
+    await run_turns(setup(model, {}), WARM_UP)  # untimed, in this event loop
+    elapsed = 0
+    done = 0
+    while done < turns:
+        size = min(RESET, turns - done)
+        state = setup(model, {})
+        start = now()
+        await run_turns(state, size)
+        elapsed += now() - start
+        done += size
+    return elapsed
+
+
+async def _our_memory(count: int) -> dict[str, Any]:
+    model = offline_model()
+    await memory._conversations(model, 5)
+    size, _ = await memory._traced(lambda: memory._conversations(model, count))
+    return {"bytes": size / count}
+
+
+def _ours(fn: Any, *args: Any) -> Any:
+    return anyio.run(fn, *args, backend="asyncio")
+
+
+# -- the comparison ------------------------------------------------------------------------------
+def compare(config: Config, python: str) -> dict[str, Any]:
+    turns = config.size(300, 10)
+    repeats = config.size(7, 1)
+    long_turns = config.size(1000, 20)
+    window = config.size(100, 5)
+    count = config.size(1000, 20)
+    worker = Worker(python)
+    try:
+        versions = worker.ask("versions")
+        if Path(versions.get("lionagi_path", "")).resolve().is_relative_to(ROOT / "lionagi"):
+            raise RuntimeError(
+                f"{python} imports this repository's lionagi, not the upstream release; "
+                "use the nox bench_peers environment"
+            )
+        _ours(_our_batch, turns)  # warm-up, both sides
+        for peer in PEERS:
+            worker.ask("turns", peer=peer, turns=min(turns, 20), warm_up=0)
+        pairs: dict[str, list[tuple[float, float]]] = {peer: [] for peer in PEERS}
+        for _ in range(repeats):
+            for peer in PEERS:  # A B A C ...
+                ours = _ours(_our_batch, turns) / turns
+                theirs = worker.ask("turns", peer=peer, turns=turns, warm_up=WARM_UP)["ns"] / turns
+                pairs[peer].append((ours, theirs))
+        long_ours = _ours(_ours_long, long_turns)
+        long_theirs = {p: worker.ask("long", peer=p, turns=long_turns)["times"] for p in PEERS}
+        memory_ours = _ours(_our_memory, count)
+        memory_theirs = {p: worker.ask("memory", peer=p, count=count) for p in PEERS}
+    finally:
+        worker.close()
+    return _tabulate(
+        config,
+        pairs,
+        long_ours,
+        long_theirs,
+        memory_ours,
+        memory_theirs,
+        versions,
+        turns=turns,
+        repeats=repeats,
+        long_turns=long_turns,
+        window=window,
+        count=count,
+    )
+
+
+def _tabulate(
+    config: Config,
+    pairs: dict[str, list[tuple[float, float]]],
+    long_ours: list[int],
+    long_theirs: dict[str, list[int]],
+    memory_ours: dict[str, Any],
+    memory_theirs: dict[str, dict[str, Any]],
+    versions: dict[str, Any],
+    **sizes: int,
+) -> dict[str, Any]:
+    window = sizes["window"]
+    rows = []
+    targets = []
+    for peer in PEERS:
+        ratios = [theirs / ours for ours, theirs in pairs[peer]]
+        speedup = median(ratios)
+        theirs_long = long_theirs[peer]
+        rows.append(
+            {
+                "peer": peer,
+                "ours_us_per_turn": us(median([o for o, _ in pairs[peer]])),
+                "theirs_us_per_turn": us(median([t for _, t in pairs[peer]])),
+                "theirs_over_ours": round(speedup, 1),
+                "pair_ratios": ", ".join(f"{r:.1f}" for r in ratios),
+                "theirs_long_first_us": us(median(theirs_long[:window])),
+                "theirs_long_last_us": us(median(theirs_long[-window:])),
+                "theirs_KiB_per_conversation": round(memory_theirs[peer]["bytes"] / 1024, 2),
+                "theirs_dropped_freed": (
+                    "refcount"
+                    if memory_theirs[peer]["by_refcount"]
+                    else "gc"
+                    if memory_theirs[peer]["after_gc"]
+                    else "NO"
+                ),
+            }
+        )
+        targets.append(
+            target(
+                f"recorded turn >= 10x faster than {peer}",
+                speedup,
+                10.0,
+                higher_is_better=True,
+            )
+        )
+    ours_bytes = memory_ours["bytes"]
+    pydantic_bytes = memory_theirs["pydantic-ai"]["bytes"]
+    targets.append(
+        target(
+            "memory per one-turn conversation <= pydantic-ai's",
+            ours_bytes / pydantic_bytes,
+            1.0,
+            note=(
+                "A message here is a frozen pydantic model with a UUID object, a timestamp, an "
+                "instance dict, the set of fields it was built with and a render cache (about "
+                "0.9 KiB); the reply carries a Usage model (about 0.5 KiB) and the Branch itself "
+                "is about 1.9 KiB (history and id index, tool registry, turn-lock holder, "
+                "callbacks). pydantic-ai keeps plain dataclasses in a list. Closing the gap needs "
+                "slotted message and usage classes and a Branch that creates its parts lazily."
+            ),
+        )
+    )
+    return {
+        "title": "Peers",
+        "description": (
+            f"asyncio. {sizes['repeats']} pairs per peer of {sizes['turns']}-turn batches "
+            f"(fresh conversation every {RESET} turns), ours and theirs alternating; the ratio "
+            "is theirs/ours per pair, then the median. Long: one conversation of "
+            f"{sizes['long_turns']} turns, median of the first and last {window}. Memory: "
+            f"{sizes['count']} one-turn conversations kept alive (tracemalloc)."
+        ),
+        "columns": [
+            "peer",
+            "ours_us_per_turn",
+            "theirs_us_per_turn",
+            "theirs_over_ours",
+            "pair_ratios",
+            "theirs_long_first_us",
+            "theirs_long_last_us",
+            "theirs_KiB_per_conversation",
+            "theirs_dropped_freed",
+        ],
+        "rows": rows,
+        "ours": {
+            "long_first_us": us(median(long_ours[:window])),
+            "long_last_us": us(median(long_ours[-window:])),
+            "KiB_per_conversation": round(ours_bytes / 1024, 2),
+        },
+        "peer_versions": versions,
+        "targets": targets,
+    }
+
+
+def run(config: Config) -> dict[str, Any]:
+    """The peers scenario for ``python -m benchmarks``; skipped, with the reason, when there is
+    no peers environment or it cannot be used."""
+    python, how = find_peer_python(config.peer_python)
+    if python is None:
+        return {"title": "Peers", "skipped": how, "rows": [], "columns": [], "targets": []}
+    try:
+        result = compare(config, python)
+    except (OSError, RuntimeError) as exc:
+        return {
+            "title": "Peers",
+            "skipped": f"peers at {python} ({how}) could not run: {exc}",
+            "rows": [],
+            "columns": [],
+            "targets": [],
+        }
+    result["peer_python"] = f"{python} ({how})"
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks._report import write_results
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--peer-python", help="interpreter of the peers' environment")
+    parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    config = Config(quick=args.quick, peer_python=args.peer_python)
+    load_start = tuple(round(x, 2) for x in os.getloadavg())
+    started = now()
+    result = run(config)
+    argv_used = sys.argv[1:] if argv is None else argv
+    write_results(
+        "benchmarks.peers",
+        argv_used,
+        {"peers": result},
+        config,
+        args.out,
+        now() - started,
+        load_start=load_start,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""Turn overhead: sequential ``chat_and_record`` turns against the floor.
+
+The floor is the same offline model called directly, with the instruction and the reply built
+and appended to a list by hand. Each variant runs in batches, alternating with the floor in one
+process, and the ratio is taken pair by pair (same repeat) before the median. Histories restart
+every ``RESET`` turns so this measures the driver, not the history length (see ``long``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from benchmarks._common import (
+    PROMPT,
+    SYSTEM,
+    Config,
+    backends,
+    floor_turns,
+    median,
+    new_history,
+    now,
+    offline_model,
+    settle,
+    target,
+    us,
+)
+from lionagi import Branch, MessageAdded, RunEnd, RunStart, Session
+from lionagi.protocols.messages import Instruction
+from lionagi.testing import FunctionModel
+
+RESET = 100
+
+Setup = Callable[[FunctionModel, dict[str, int]], Any]
+Turns = Callable[[Any, int], Awaitable[None]]
+
+
+async def _floor(history: Any, turns: int) -> None:
+    await floor_turns(history[0], turns, history[1])
+
+
+async def _recorded(branch: Branch, turns: int) -> None:
+    for _ in range(turns):
+        await branch.chat_and_record(PROMPT)
+
+
+async def _unrecorded(branch: Branch, turns: int) -> None:
+    for _ in range(turns):
+        await branch.chat(PROMPT)
+
+
+def observed_branch(model: FunctionModel, counts: dict[str, int]) -> Branch:
+    """A Branch in a Session whose observer counts RunStart, MessageAdded and RunEnd."""
+    session = Session()
+
+    def count(signal: Any, _session: Any) -> None:
+        counts[signal.kind] = counts.get(signal.kind, 0) + 1
+
+    for kind in (RunStart, MessageAdded, RunEnd):
+        session.observe(kind, count)
+    return session.new_branch(system=SYSTEM, chat_model=model)
+
+
+async def clock(branch: Any, instruction: Instruction) -> str:
+    """A context provider with a short block, the kind a memory or clock provider returns."""
+    return "Current time: 12:00 UTC. The user prefers short answers."
+
+
+def _plain(model: FunctionModel, counts: dict[str, int]) -> Branch:
+    return Branch(system=SYSTEM, chat_model=model)
+
+
+def _with_provider(model: FunctionModel, counts: dict[str, int]) -> Branch:
+    branch = Branch(system=SYSTEM, chat_model=model)
+    branch.providers.register(clock, name="clock")
+    return branch
+
+
+VARIANTS: dict[str, tuple[Setup, Turns]] = {
+    "floor": (lambda model, counts: (model, new_history()), _floor),
+    "chat_and_record": (_plain, _recorded),
+    "chat_and_record + observer": (observed_branch, _recorded),
+    "chat_and_record + context provider": (_with_provider, _recorded),
+    "chat (not recorded)": (_plain, _unrecorded),
+}
+
+
+async def _batch(
+    variant: tuple[Setup, Turns], model: FunctionModel, turns: int, counts: dict[str, int]
+) -> int:
+    """Nanoseconds for ``turns`` turns, in fresh conversations of ``RESET`` turns (the setup of
+    each conversation is not timed)."""
+    setup, run_turns = variant
+    elapsed = 0
+    done = 0
+    while done < turns:
+        size = min(RESET, turns - done)
+        state = setup(model, counts)
+        start = now()
+        await run_turns(state, size)
+        elapsed += now() - start
+        done += size
+    return elapsed
+
+
+async def _measure(turns: int, repeats: int) -> dict[str, Any]:
+    model = offline_model()
+    names = list(VARIANTS)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    counts: dict[str, int] = {}
+    for name in names:  # warm-up
+        await _batch(VARIANTS[name], model, min(turns, RESET), counts)
+    counts.clear()
+    for repeat in range(repeats):
+        order = names[repeat % len(names) :] + names[: repeat % len(names)]
+        for name in order:
+            settle()
+            times[name].append(await _batch(VARIANTS[name], model, turns, counts) / turns)
+    return {"times": times, "signals": dict(counts)}
+
+
+def run(config: Config) -> dict[str, Any]:
+    turns = config.size(2000, 20)
+    repeats = config.size(9, 2)
+    rows: list[dict[str, Any]] = []
+    per_backend: dict[str, dict[str, float]] = {}
+    for backend in backends():
+        measured = backend.run(_measure, turns, repeats)
+        times = measured["times"]
+        floor = times["floor"]
+        per_backend[backend.name] = {}
+        for name, samples in times.items():
+            ratio = median([t / f for t, f in zip(samples, floor, strict=True)])
+            per_backend[backend.name][name] = ratio
+            rows.append(
+                {
+                    "backend": backend.name,
+                    "variant": name,
+                    "us_per_turn": us(median(samples)),
+                    "ratio_to_floor": round(ratio, 2),
+                    "min_us": us(min(samples)),
+                    "max_us": us(max(samples)),
+                }
+            )
+        per_backend[backend.name]["_recorded_ns"] = median(times["chat_and_record"])
+        per_backend[backend.name]["_signals"] = measured["signals"]  # type: ignore[assignment]
+    return {
+        "title": "Turn overhead",
+        "description": (
+            f"{turns} sequential turns per batch ({RESET} per conversation), {repeats} batches "
+            "per variant alternating with the floor; median microseconds per turn and the "
+            "median of per-batch ratios to the floor. Floor: the same FunctionModel's invoke "
+            "plus building and appending the instruction and reply by hand."
+        ),
+        "columns": ["backend", "variant", "us_per_turn", "ratio_to_floor", "min_us", "max_us"],
+        "rows": rows,
+        "targets": _targets(per_backend),
+        "signals_delivered": {b: v["_signals"] for b, v in per_backend.items()},
+    }
+
+
+TURN_NOTE = (
+    "The floor is one model call (a checkpoint and the model's timeout scope) plus two "
+    "messages. A turn adds the FIFO lock, the turn context, a task group (anyio makes one more "
+    "scheduler round trip when a group without children exits) and two shielded cancel scopes "
+    "for finalization; see results/README.md for the profile and proposals P1-P2 (no shielded "
+    "scope when nothing is pending)."
+)
+OBSERVER_NOTE = (
+    "With an observer a turn also builds RunStart and RunEnd (about 8 us together) and starts "
+    "one task per recorded message for MessageAdded (about 40 us each on asyncio, 50 us on "
+    "trio: the task, its cancel scope and event, and the wait for it before RunEnd). "
+    "Delivering message signals from the turn's own task at its control points and step end "
+    "(proposal P3 in results/README.md) would remove most of that."
+)
+TRIO_NOTE = (
+    "anyio's cancel scopes and task groups cost more on trio than on asyncio; the turn uses "
+    "three scopes and one group."
+)
+
+
+def _targets(per_backend: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for name, ratios in per_backend.items():
+        out.append(
+            target(
+                f"recorded turn <= 3x floor ({name})",
+                ratios["chat_and_record"],
+                3.0,
+                note=TURN_NOTE,
+            )
+        )
+        out.append(
+            target(
+                f"recorded turn with observer <= 6x floor ({name})",
+                ratios["chat_and_record + observer"],
+                6.0,
+                note=OBSERVER_NOTE,
+            )
+        )
+    asyncio_ns = per_backend.get("asyncio", {}).get("_recorded_ns")
+    trio_ns = per_backend.get("trio", {}).get("_recorded_ns")
+    if asyncio_ns and trio_ns:
+        out.append(
+            target(
+                "recorded turn: trio within 1.5x of asyncio",
+                trio_ns / asyncio_ns,
+                1.5,
+                note=TRIO_NOTE,
+            )
+        )
+    return out

@@ -1,0 +1,45 @@
+"""The benchmark runner works end to end at smoke sizes (a smoke test: nothing here is timed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quick_run_writes_every_scenario(tmp_path: Path) -> None:
+    from benchmarks.__main__ import SCENARIOS
+
+    command = [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path)]
+    done = subprocess.run(
+        [*command, "--peer-python", ""],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    document = json.loads((tmp_path / "bench-quick.json").read_text())
+    assert document["quick"] is True
+    assert document["environment"]["command"].startswith("python -m benchmarks --quick")
+    assert document["environment"]["machine"]["cpu_count"] >= 1
+    assert set(document["scenarios"]) == set(SCENARIOS)
+    for name, scenario in document["scenarios"].items():
+        if name == "peers":
+            assert "skipped" in scenario  # --peer-python '' turns the peers off
+            continue
+        assert scenario["rows"], name
+        assert all(set(scenario["columns"]) <= set(row) for row in scenario["rows"]), name
+        for entry in scenario["targets"]:
+            assert {"target", "value", "limit", "met"} <= set(entry), name
+
+    backends = {row["backend"] for row in document["scenarios"]["turn"]["rows"]}
+    assert {"asyncio", "trio"} <= backends
+    markdown = (tmp_path / "bench-quick.md").read_text()
+    assert "## Targets" in markdown
+    assert all(f"(`{name}`)" in markdown for name in SCENARIOS)
