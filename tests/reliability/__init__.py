@@ -1,0 +1,1 @@
+"""Reliability suites: cancellation sweeps, faults, load, bad input and secrets."""
