@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 __all__ = [
     "apply_context_providers",
     "build_instruction",
+    "check_models",
+    "check_options",
     "invoke_model",
     "model_for",
     "request_messages",
@@ -33,12 +35,41 @@ __all__ = [
 ]
 
 
+#: keywords an operation passes to the model itself; as free-form options they would clash
+RESERVED_OPTIONS = ("tools", "messages", "response_format", "session_id")
+
+
+def check_models(**models: object) -> None:
+    """Reject a model argument that is not an iModel, before any turn starts."""
+    for name, value in models.items():
+        if value is not None and not isinstance(value, iModel):
+            raise ConfigurationError(
+                f"{name} must be an iModel (or None for the Branch's model), got "
+                f"{type(value).__name__}: {value!r:.80}"
+            )
+
+
+def check_options(operation: str, options: Mapping[str, Any]) -> None:
+    """Reject model options that clash with what the operation sends itself."""
+    clash = [key for key in RESERVED_OPTIONS if key in options]
+    if clash:
+        raise OperationError(
+            f"{operation}() sets {', '.join(map(repr, clash))} itself; pass response_format= as "
+            "its own parameter and register tools on the Branch (operate() offers them)"
+        )
+
+
 def schema_of(response_format: type[BaseModel] | Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The JSON schema of a pydantic model class or a schema dict (validated shape)."""
     if response_format is None:
         return None
     if isinstance(response_format, type) and issubclass(response_format, BaseModel):
-        return response_format.model_json_schema()
+        try:
+            return response_format.model_json_schema()
+        except Exception as exc:  # pydantic cannot describe some field types in JSON schema
+            raise OperationError(
+                f"response_format {response_format.__name__} has no JSON schema: {exc}"
+            ) from None
     if isinstance(response_format, Mapping):
         return dict(response_format)
     raise OperationError(

@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, JsonValue
 
-from lionagi.operations._prepare import build_instruction, invoke_model, model_for
+from lionagi.operations._prepare import (
+    build_instruction,
+    check_models,
+    check_options,
+    invoke_model,
+    model_for,
+)
 from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import ActionRequest, AssistantResponse, Instruction
 from lionagi.service.imodel import iModel
@@ -52,6 +58,8 @@ async def chat(
     **options: Any,
 ) -> str:
     """Ask the model with the history as context; return its text. Records only if ``record``."""
+    check_models(imodel=imodel)
+    check_options("chat_and_record" if record else "chat", options)
     message = build_instruction(
         instruction,
         guidance=guidance,

@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, JsonValue
 
-from lionagi.operations._prepare import build_instruction, invoke_model, model_for
+from lionagi.operations._prepare import (
+    build_instruction,
+    check_models,
+    check_options,
+    invoke_model,
+    model_for,
+)
 from lionagi.operations.chat import record_response
 from lionagi.operations.parse import HandleValidation, _check, parse_in_scope
 from lionagi.operations.turn import run_in_turn
@@ -37,6 +43,8 @@ async def communicate(
 ) -> Any:
     """Record the instruction and the reply; return the text, or the reply parsed into
     ``response_format`` (parse failures follow ``handle_validation``)."""
+    check_models(chat_model=chat_model, parse_model=parse_model)
+    check_options("communicate", options)
     if response_format is not None:
         _check(response_format, num_parse_retries, handle_validation)
     message = build_instruction(

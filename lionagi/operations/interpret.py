@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import OperationError
-from lionagi.operations._prepare import model_for
+from lionagi.operations._prepare import check_models, check_options, model_for
 from lionagi.operations.turn import control_point, run_in_turn
 from lionagi.protocols.messages import Instruction, System
 from lionagi.service.imodel import iModel
@@ -35,6 +35,11 @@ async def interpret(
     """Return ``text`` rewritten as a better prompt, optionally for a ``domain`` and ``style``."""
     if not isinstance(text, str) or not text.strip():
         raise OperationError(f"interpret needs non-empty text, got {text!r}")
+    for label, value in (("domain", domain), ("style", style)):
+        if value is not None and not isinstance(value, str):
+            raise OperationError(f"{label} must be text or None, got {type(value).__name__}")
+    check_models(interpret_model=interpret_model)
+    check_options("interpret", options)
     guidance = "; ".join(
         part
         for part in (

@@ -18,7 +18,14 @@ from pydantic import BaseModel, Field, JsonValue, create_model
 
 from lionagi.errors import OperationError, ParseError
 from lionagi.operations._extract import validate_into
-from lionagi.operations._prepare import build_instruction, invoke_model, model_for, schema_of
+from lionagi.operations._prepare import (
+    build_instruction,
+    check_models,
+    check_options,
+    invoke_model,
+    model_for,
+    schema_of,
+)
 from lionagi.operations.act import ActionStrategy, act
 from lionagi.operations.chat import record_response
 from lionagi.operations.parse import HandleValidation, parse_in_scope
@@ -283,6 +290,8 @@ async def operate(
     ``action_requests`` and ``action_responses``, or an :class:`OperateResult`.
     """
     _check_format(response_format)
+    check_models(chat_model=chat_model, parse_model=parse_model)
+    check_options("operate", options)
     _check_options(
         handle_validation,
         max_parse_retries,

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from lionagi.errors import OperationError, ParseError
 from lionagi.operations._extract import validate_into
-from lionagi.operations._prepare import model_for
+from lionagi.operations._prepare import check_models, model_for
 from lionagi.operations.turn import control_point, run_in_turn
 from lionagi.protocols.messages import Instruction, System
 from lionagi.service.imodel import iModel
@@ -106,6 +106,7 @@ async def parse(
     if not isinstance(text, str):
         raise OperationError(f"parse needs text, got {type(text).__name__}")
     _check(response_format, max_retries, handle_validation)
+    check_models(parse_model=parse_model)
 
     async def body(scope: TurnScope) -> M | str | None:
         return await parse_in_scope(

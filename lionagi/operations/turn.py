@@ -379,7 +379,9 @@ class _Turn:
             turn_id=self.context.turn_id,
             operation=self.context.operation,
         )
-        await observer.emit(signal)
+        # Shielded: once started, every observer sees RunStart before the turn's terminal.
+        with anyio.CancelScope(shield=True):
+            await observer.emit(signal)
 
     async def _emit_terminal(self, error: BaseException | None) -> None:
         observer = self.branch._observer

@@ -100,6 +100,44 @@ def _output_text(output: Any) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
+# -- unanswered tool calls -------------------------------------------------------------
+
+_NO_RESULT = "error: no result -- the call was interrupted before it completed"
+
+
+def _complete_tool_calls(messages: Sequence[Message]) -> Sequence[Message]:
+    """``messages`` with an error result after each tool call that has none.
+
+    A turn cancelled between a tool call and its result leaves a call without an answer in the
+    history (nothing is rolled back). Providers reject such a conversation, so rendering adds a
+    request-only error result where the call's results belong; the history is untouched.
+    """
+    answered = {m.call_id for m in messages if isinstance(m, ActionResponse)}
+    if all(m.call_id in answered for m in messages if isinstance(m, ActionRequest)):
+        return messages
+    out: list[Message] = []
+    pending: list[ActionRequest] = []
+    for message in messages:
+        if not isinstance(message, ActionRequest | ActionResponse) and pending:
+            out.extend(_missing_result(request) for request in pending)
+            pending = []
+        if isinstance(message, ActionRequest) and message.call_id not in answered:
+            pending.append(message)
+        out.append(message)
+    out.extend(_missing_result(request) for request in pending)
+    return out
+
+
+def _missing_result(request: ActionRequest) -> ActionResponse:
+    return ActionResponse(
+        request_id=request.id,
+        call_id=request.call_id,
+        function=request.function,
+        output=_NO_RESULT,
+        is_error=True,
+    )
+
+
 # -- OpenAI chat completions -------------------------------------------------------------
 
 
@@ -149,8 +187,9 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
     Action requests that directly follow an assistant message (or each other) become that
     assistant message's ``tool_calls``; one with no assistant message before it opens an
-    assistant message with ``content`` None.
+    assistant message with ``content`` None. A tool call without a result gets an error result.
     """
+    messages = _complete_tool_calls(messages)
     out: list[dict[str, Any]] = []
     # the assistant dict at out[-1] that this render built itself and may extend
     owned: dict[str, Any] | None = None
@@ -242,8 +281,10 @@ def to_anthropic_messages(
     """Render ``messages`` as Anthropic Messages: ``(system text, messages)``.
 
     System messages become the separate system text; consecutive messages of the same role
-    are merged into one, so roles alternate as the API requires.
+    are merged into one, so roles alternate as the API requires. A tool call without a result
+    gets an error result.
     """
+    messages = _complete_tool_calls(messages)
     system: list[str] = []
     out: list[dict[str, Any]] = []
     owned: dict[str, Any] | None = None  # merged dict at out[-1] built by this render

@@ -274,6 +274,16 @@ class iModel:
         settings = dict(data.get("provider_settings") or {})
         defaults = dict(data.get("request_defaults") or {})
         base_url = settings.pop("base_url", None)
+        if not isinstance(provider, str):
+            raise ConfigurationError(f"iModel.from_dict: provider must be a name, got {provider!r}")
+        known = provider_class(provider)[0].setting_names
+        unknown = sorted(set(settings) - set(known))
+        if unknown:
+            raise ConfigurationError(
+                f"iModel.from_dict: provider_settings {unknown} are not settings of provider "
+                f"{provider!r} (known: {sorted(known) or 'none'}); request options belong in "
+                "request_defaults"
+            )
         return cls(
             provider,
             model,

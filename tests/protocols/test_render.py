@@ -6,6 +6,7 @@ import copy
 import itertools
 import json
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from hypothesis import given
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from lionagi.errors import ConfigurationError
 from lionagi.protocols._render import (
+    _complete_tool_calls,
     instruction_text,
     openai_tools_to_anthropic,
     schema_instruction,
@@ -166,15 +168,36 @@ def test_openai_folds_action_requests_into_the_assistant_message() -> None:
 
 def test_openai_request_at_the_start_opens_an_assistant_message() -> None:
     req = request("c1")
-    assert to_openai_messages([req]) == [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
-            ],
-        }
+    rendered = to_openai_messages([req])
+    assert rendered[0] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+        ],
+    }
+    # the call has no result in the history: the request carries an error result for it
+    assert rendered[1]["role"] == "tool"
+    assert rendered[1]["tool_call_id"] == "c1"
+    assert rendered[1]["content"].startswith("error: no result")
+
+
+def test_unanswered_tool_calls_get_an_error_result_where_results_belong() -> None:
+    from lionagi.protocols._render import to_anthropic_messages
+
+    history = [
+        AssistantResponse(content="Working."),
+        request("c1"),
+        request("c2"),
+        ActionResponse(request_id=uuid4(), call_id="c1", function="add", output=3),
+        Instruction(instruction="next"),
     ]
+    roles = [(m["role"], m.get("tool_call_id")) for m in to_openai_messages(history)]
+    assert roles == [("assistant", None), ("tool", "c1"), ("tool", "c2"), ("user", None)]
+    _, turns = to_anthropic_messages(history)
+    results = [b for b in turns[1]["content"] if b["type"] == "tool_result"]
+    assert [(b["tool_use_id"], b["is_error"]) for b in results] == [("c1", False), ("c2", True)]
+    assert len(history) == 5  # the history itself is untouched
 
 
 def test_openai_folding_never_mutates_cached_parts() -> None:
@@ -357,7 +380,8 @@ def test_anthropic_roles_always_alternate(kinds: list[str]) -> None:
 
     roles = [m["role"] for m in rendered]
     assert all(a != b for a, b in itertools.pairwise(roles))
-    assert sum(len(m["content"]) for m in rendered) == len(messages)
+    # every message, plus an error result for each call the history leaves unanswered
+    assert sum(len(m["content"]) for m in rendered) == len(_complete_tool_calls(messages))
 
 
 @given(_kinds)
@@ -370,11 +394,15 @@ def test_openai_keeps_every_message_in_order(kinds: list[str]) -> None:
         if item["role"] != "assistant" or item["content"] is not None:
             flat.append(item["role"])
         flat.extend("request" for _ in item.get("tool_calls", ()))
-    expected = [
-        {"user": "user", "assistant": "assistant", "request": "request", "response": "tool"}[k]
-        for k in kinds
-    ]
+    names = {
+        Instruction: "user",
+        AssistantResponse: "assistant",
+        ActionRequest: "request",
+        ActionResponse: "tool",
+    }
+    expected = [names[type(m)] for m in _complete_tool_calls(messages)]
     assert flat == expected
+    assert [m for m in _complete_tool_calls(messages) if m in messages] == messages
 
 
 def test_instruction_text_lists_tool_schemas_for_json_protocol_models() -> None:

@@ -48,24 +48,6 @@ class Clashing(BaseModel):
 
 Call = Callable[[Branch], Any]
 
-_LATE_MODEL_CHECK = (
-    "a model parameter of the wrong type is only checked inside the turn: RunStart/RunFailed "
-    "are emitted (and messages recorded) before the ConfigurationError"
-)
-_RESERVED_OPTIONS = (
-    "an option that collides with an iModel.invoke parameter (tools=, messages=) reaches "
-    "invoke inside the turn and fails there with a plain TypeError"
-)
-_UNSCHEMABLE = (
-    "a response_format class pydantic cannot turn into JSON schema raises "
-    "PydanticInvalidForJsonSchema (not a LionError) from build_instruction"
-)
-_SILENT_TEXT = "interpret() accepts non-text domain/style and runs the model with them"
-
-
-def _xfail(reason: str) -> Any:
-    return pytest.mark.xfail(strict=True, reason=reason)
-
 
 def case(name: str, call: Call, error: type[Exception] = LionError, *marks: Any) -> Any:
     return pytest.param(call, error, id=name, marks=marks)
@@ -96,7 +78,6 @@ BAD_CALLS = [
         "chat response_format unschemable",
         lambda b: b.chat("x", response_format=Unschemable),
         LionError,
-        _xfail(_UNSCHEMABLE),
     ),
     case(
         "chat Instruction plus guidance",
@@ -107,32 +88,27 @@ BAD_CALLS = [
         "chat imodel str",
         lambda b: b.chat("x", imodel="openai/gpt-4o"),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     case(
         "chat imodel int",
         lambda b: b.chat("x", imodel=42),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     case(
         "chat option tools=",
         lambda b: b.chat("x", tools=[{"type": "function"}]),
         OperationError,
-        _xfail(_RESERVED_OPTIONS),
     ),
     case(
         "chat option messages=",
         lambda b: b.chat("x", messages=[]),
         OperationError,
-        _xfail(_RESERVED_OPTIONS),
     ),
     case("chat_and_record instruction list", lambda b: b.chat_and_record(["x"]), OperationError),
     case(
         "chat_and_record imodel str",
         lambda b: b.chat_and_record("x", imodel="m"),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     # parse
     case("parse text None", lambda b: b.parse(None, response_format=Person), OperationError),
@@ -169,7 +145,6 @@ BAD_CALLS = [
         "parse parse_model str",
         lambda b: b.parse("x", response_format=Person, parse_model="openai/gpt-4o"),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     # communicate
     case(
@@ -198,19 +173,16 @@ BAD_CALLS = [
         "communicate chat_model str",
         lambda b: b.communicate("x", chat_model="m"),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     case(
         "communicate parse_model int",
         lambda b: b.communicate("x", response_format=Person, parse_model=1),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     case(
         "communicate option tools=",
         lambda b: b.communicate("x", tools=[]),
         OperationError,
-        _xfail(_RESERVED_OPTIONS),
     ),
     # interpret
     case("interpret empty text", lambda b: b.interpret("   "), OperationError),
@@ -219,19 +191,16 @@ BAD_CALLS = [
         "interpret domain int",
         lambda b: b.interpret("x", domain=3),
         OperationError,
-        _xfail(_SILENT_TEXT),
     ),
     case(
         "interpret style list",
         lambda b: b.interpret("x", style=["terse"]),
         OperationError,
-        _xfail(_SILENT_TEXT),
     ),
     case(
         "interpret interpret_model str",
         lambda b: b.interpret("x", interpret_model="m"),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     # operate
     case(
@@ -287,19 +256,16 @@ BAD_CALLS = [
         "operate chat_model str",
         lambda b: b.operate(instruction="x", chat_model="m"),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     case(
         "operate parse_model int",
         lambda b: b.operate(instruction="x", parse_model=1),
         ConfigurationError,
-        _xfail(_LATE_MODEL_CHECK),
     ),
     case(
         "operate option messages=",
         lambda b: b.operate(instruction="x", messages=[]),
         OperationError,
-        _xfail(_RESERVED_OPTIONS),
     ),
     # act
     case("act int", lambda b: b.act(42), OperationError),
@@ -513,11 +479,6 @@ CORRUPTED = [
         ["chat_model", "provider_settings", "bogus"],
         1,
         id="chat_model unknown setting",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="iModel.from_dict passes provider_settings as keyword arguments, so an "
-            "unknown setting silently becomes a request default sent with every request",
-        ),
     ),
     pytest.param(["tools"], "add", id="tools str"),
     pytest.param(["unexpected"], 1, id="extra key"),

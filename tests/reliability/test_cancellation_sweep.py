@@ -106,12 +106,6 @@ async def test_cancel_cli_chat_at_sampled_points(processes: list[Any]) -> None:
 
 
 # -- the history stays one a strict provider accepts ----------------------------------------------
-_UNANSWERED = (
-    "a tool call recorded without its result (the turn was cancelled before the result, or the "
-    "operation records calls it does not run) renders as an assistant tool_calls/tool_use "
-    "message with no tool result after it; OpenAI and Anthropic reject every later request of "
-    "the Branch with a 400"
-)
 
 
 @pytest.mark.parametrize("name", ["operate+tools", "act_inside_a_turn", "run+tools"])
@@ -121,14 +115,12 @@ async def test_completed_tool_turns_render_requests_providers_accept(name: str) 
     assert wire_violations(subject.branch.msgs) == []
 
 
-@pytest.mark.xfail(strict=True, reason=_UNANSWERED)
 async def test_chat_and_record_of_a_tool_calling_reply_leaves_a_valid_history() -> None:
     subject = await SUBJECTS["chat_and_record+tool_calls"]()
     await subject.call(subject.branch)
     assert wire_violations(subject.branch.msgs) == []
 
 
-@pytest.mark.xfail(strict=True, reason=_UNANSWERED)
 @pytest.mark.parametrize("operation", ["operate", "run"])
 async def test_turn_cancelled_while_a_tool_runs_leaves_a_valid_history(operation: str) -> None:
     started = anyio.Event()

@@ -506,12 +506,6 @@ async def test_observer_fault_never_changes_the_outcome(
     await assert_next_turn_works(branch, recorder)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RunStart is delivered without a shield: a cancellation that lands while an async "
-    "RunStart handler runs stops the delivery, so handlers after it never see RunStart but "
-    "do get the turn's RunFailed (message signals and terminals are shielded, RunStart not)",
-)
 async def test_cancelled_during_a_start_handler_every_observer_sees_start_then_terminal() -> None:
     session = Session()
     entered = anyio.Event()

@@ -185,11 +185,6 @@ LEAKY_CLI = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the claude_code provider puts the CLI's stderr tail into ServerError unscrubbed, "
-    "so a CLI that prints the key it was given leaks it into the exception and RunFailed",
-)
 async def test_cli_whose_stderr_prints_the_key(caplog: pytest.LogCaptureFixture) -> None:
     model = iModel(
         "claude_code", "sonnet", executable=[sys.executable, "-c", LEAKY_CLI], api_key=SECRET

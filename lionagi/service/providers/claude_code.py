@@ -184,7 +184,7 @@ class ClaudeCodeProvider(Provider):
             if returncode != 0:
                 raise self._server(f"exited with code {returncode}", returncode, stderr, None)
             if result is None:
-                raise self._protocol("the CLI exited without a result event" + _tail(stderr))
+                raise self._protocol("the CLI exited without a result event" + self._tail(stderr))
             response = self._response(result, run)
             yield UsageChunk(usage=response.usage)
             yield FinalChunk(response=response)
@@ -355,6 +355,15 @@ class ClaudeCodeProvider(Provider):
         await process.aclose()
 
     # -- errors --------------------------------------------------------------------------
+    def _tail(self, stderr: IO[bytes]) -> str:
+        """The end of stderr with the API key masked: a CLI may echo its environment."""
+        text = _tail(stderr)
+        if self.api_key is not None:
+            secret = self.api_key.get_secret_value()
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
     def _protocol(self, message: str) -> ProtocolError:
         return ProtocolError(message, provider=self.name, model=self.model)
 
@@ -363,7 +372,7 @@ class ClaudeCodeProvider(Provider):
     ) -> ServerError:
         where = "" if session_id is None else f" (session {session_id})"
         return ServerError(
-            f"{message}; exit code {returncode}{where}{_tail(stderr)}",
+            f"{message}; exit code {returncode}{where}{self._tail(stderr)}",
             provider=self.name,
             model=self.model,
         )
