@@ -9,17 +9,14 @@ virtual, the order they impose is real.
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import os
-import signal
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import anyio
 import pytest
 import trio
+from anyio.abc import Process
 from trio.testing import MockClock
 
 from lionagi.protocols.messages import Instruction, Message
@@ -27,6 +24,7 @@ from lionagi.service.errors import ProviderTimeout
 from lionagi.session.signal import RunEnd, RunFailed, RunStart
 from lionagi.testing import FunctionModel
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
+from tests.processes import spawned_processes
 from tests.reliability.harness import run_attempt, sweep
 from tests.reliability.scenarios import (
     SUBJECTS,
@@ -46,20 +44,10 @@ def server() -> Iterator[ScriptedServer]:
 
 
 @pytest.fixture
-def processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    spawned: list[Any] = []
-    real = anyio.open_process
-
-    async def spy(*args: Any, **kwargs: Any) -> Any:
-        process = await real(*args, **kwargs)
-        spawned.append(process)
-        return process
-
-    monkeypatch.setattr(anyio, "open_process", spy)
-    yield spawned
-    for process in spawned:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+def processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Process]]:
+    """Every process the code under test starts; anything left is killed at teardown."""
+    with spawned_processes(monkeypatch) as recorded:
+        yield recorded
 
 
 # -- exact sweeps ---------------------------------------------------------------------------------

@@ -3,10 +3,7 @@ agentic CLI (a subprocess), including session resume and process cleanup."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from lionagi.protocols.messages import (
 from lionagi.service.imodel import iModel
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
+from tests.processes import spawned_processes
 from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
 from tests.service.test_claude_code_provider import assert_gone, assert_reaped, fake_model, pids
 from tests.service.test_openai_provider import DONE, USAGE_EVENT, chunk
@@ -168,19 +166,8 @@ async def test_openai_stream_closed_early_closes_the_connection(server: Scripted
 @pytest.fixture
 def spawned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Process]]:
     """Every process the provider starts; anything left is killed at teardown."""
-    processes: list[Process] = []
-    real = anyio.open_process
-
-    async def spy(*args: Any, **kwargs: Any) -> Process:
-        process = await real(*args, **kwargs)
-        processes.append(process)
-        return process
-
-    monkeypatch.setattr(anyio, "open_process", spy)
-    yield processes
-    for process in processes:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+    with spawned_processes(monkeypatch) as recorded:
+        yield recorded
 
 
 async def test_cli_tools_become_requests_and_responses(

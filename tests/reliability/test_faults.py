@@ -8,11 +8,8 @@ the next turn normally.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
-import os
-import signal
 import socket
 import sys
 import threading
@@ -23,6 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import Process
 from anyio.lowlevel import checkpoint
 
 from lionagi.errors import ActionError, ConfigurationError, LionError
@@ -45,6 +43,7 @@ from lionagi.session.session import Session
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Signal
 from lionagi.testing import FunctionModel
 from tests.helpers import Recorder, observed_branch
+from tests.processes import spawned_processes
 from tests.reliability.harness import (
     SECRET,
     branch_violations,
@@ -64,20 +63,10 @@ def server() -> Iterator[ScriptedServer]:
 
 
 @pytest.fixture
-def processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    spawned: list[Any] = []
-    real = anyio.open_process
-
-    async def spy(*args: Any, **kwargs: Any) -> Any:
-        process = await real(*args, **kwargs)
-        spawned.append(process)
-        return process
-
-    monkeypatch.setattr(anyio, "open_process", spy)
-    yield spawned
-    for process in spawned:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+def processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Process]]:
+    """Every process the code under test starts; anything left is killed at teardown."""
+    with spawned_processes(monkeypatch) as recorded:
+        yield recorded
 
 
 async def drain(stream: Any) -> None:

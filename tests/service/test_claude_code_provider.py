@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -26,6 +25,7 @@ from lionagi.service.types import (
     ToolResultEvent,
     UsageChunk,
 )
+from tests.processes import spawned_processes
 
 FAKE = Path(__file__).with_name("fake_claude.py")
 ASK = [Instruction(instruction="Say hello.")]
@@ -34,20 +34,8 @@ ASK = [Instruction(instruction="Say hello.")]
 @pytest.fixture
 def spawned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Process]]:
     """Every process the provider starts, recorded the moment it is spawned."""
-    processes: list[Process] = []
-    real = anyio.open_process
-
-    async def spy(*args: Any, **kwargs: Any) -> Process:
-        process = await real(*args, **kwargs)
-        processes.append(process)
-        return process
-
-    monkeypatch.setattr(anyio, "open_process", spy)
-    yield processes
-    # Safety net so a failing test leaves nothing running: each fake leads its own group.
-    for process in processes:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+    with spawned_processes(monkeypatch) as recorded:
+        yield recorded
 
 
 def fake_model(
