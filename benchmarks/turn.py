@@ -162,20 +162,20 @@ def run(config: Config) -> dict[str, Any]:
 TURN_NOTE = (
     "The floor is one model call (a checkpoint and the model's timeout scope) plus two "
     "messages. A turn adds the FIFO lock, the turn context, a task group (anyio makes one more "
-    "scheduler round trip when a group without children exits) and two shielded cancel scopes "
-    "for finalization; see results/README.md for the profile and proposals P1-P2 (no shielded "
-    "scope when nothing is pending)."
+    "scheduler round trip when a group without children exits); finalization opens no shielded "
+    "cancel scope when nothing is pending (proposals P1-P2 in results/README.md, applied)."
 )
 OBSERVER_NOTE = (
-    "With an observer a turn also builds RunStart and RunEnd (about 8 us together) and starts "
-    "one task per recorded message for MessageAdded (about 40 us each on asyncio, 50 us on "
-    "trio: the task, its cancel scope and event, and the wait for it before RunEnd). "
+    "With an observer a turn also builds RunStart and RunEnd (about 8 us together), delivers "
+    "them in shielded scopes, and starts one task per recorded message for MessageAdded (about "
+    "40 us each on asyncio, 50 us on trio: the task, its cancel scope and event, and the wait "
+    "for it before RunEnd). "
     "Delivering message signals from the turn's own task at its control points and step end "
     "(proposal P3 in results/README.md) would remove most of that."
 )
 TRIO_NOTE = (
-    "anyio's cancel scopes and task groups cost more on trio than on asyncio; the turn uses "
-    "three scopes and one group."
+    "anyio's cancel scopes and task groups cost more on trio than on asyncio; a turn without "
+    "an observer uses one task group and the model's timeout scope."
 )
 
 
