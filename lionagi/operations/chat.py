@@ -79,7 +79,8 @@ async def chat(
             model,
             message,
             recorded=record,
-            response_format=response_format,
+            # the schema build_instruction already made, not the class again
+            response_format=None if response_format is None else message.response_format,
             options=options,
         )
         if record:

@@ -65,7 +65,8 @@ async def communicate(
             model,
             message,
             recorded=True,
-            response_format=response_format,
+            # the schema build_instruction already made, not the class again
+            response_format=None if response_format is None else message.response_format,
             options=options,
         )
         record_response(branch, response)

@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import JsonValue
 
-from lionagi.errors import ConfigurationError, OperationError
+from lionagi.errors import OperationError
 from lionagi.operations._prepare import (
+    RESERVED_OPTIONS,
     apply_context_providers,
     build_instruction,
+    check_models,
     model_for,
     request_messages,
 )
@@ -59,8 +61,6 @@ __all__ = ["run"]
 
 logger = logging.getLogger("lionagi.run")
 
-_RESERVED_OPTIONS = ("tools", "response_format", "messages")
-
 
 def run(
     branch: Branch,
@@ -87,10 +87,7 @@ def run(
     early: that ends the turn and closes the provider stream at once. Reply text still
     streaming when the turn stops is not recorded: the history holds whole messages only.
     """
-    if chat_model is not None and not isinstance(chat_model, iModel):
-        raise ConfigurationError(
-            f"chat_model must be an iModel or None, got {type(chat_model).__name__}"
-        )
+    check_models(chat_model=chat_model)
     if (
         not isinstance(max_tool_rounds, int)
         or isinstance(max_tool_rounds, bool)
@@ -99,7 +96,7 @@ def run(
         raise OperationError(f"max_tool_rounds must be an int >= 0, got {max_tool_rounds!r}")
     if session_id is not None and (not isinstance(session_id, str) or not session_id):
         raise OperationError(f"session_id must be a non-empty string or None, got {session_id!r}")
-    reserved = [key for key in _RESERVED_OPTIONS if key in options]
+    reserved = [key for key in RESERVED_OPTIONS if key in options]
     if reserved:
         raise OperationError(
             f"run() does not take {', '.join(map(repr, reserved))}: it offers the Branch's "
