@@ -4,15 +4,10 @@
 calling your function. Both are full :class:`~lionagi.service.imodel.iModel` objects.
 """
 
-from lionagi.testing.models import (
-    FunctionModel,
-    FunctionProvider,
-    Reply,
-    ScriptedProvider,
-    ScriptExhaustedError,
-    TestModel,
-    schema_example,
-)
+from lionagi.testing._function import FunctionModel, FunctionProvider
+from lionagi.testing._offline import Reply
+from lionagi.testing._schema import schema_example
+from lionagi.testing._scripted import ScriptedProvider, ScriptExhaustedError, TestModel
 
 __all__ = [
     "FunctionModel",

@@ -6,6 +6,7 @@ import datetime
 import doctest
 import enum
 import json
+import types
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
@@ -14,7 +15,8 @@ import anyio
 import pytest
 from pydantic import BaseModel, Field
 
-import lionagi.testing.models as models_module
+import lionagi.testing._function as function_module
+import lionagi.testing._scripted as scripted_module
 from lionagi.errors import ConfigurationError, LionError
 from lionagi.protocols.messages import (
     ActionRequest,
@@ -508,8 +510,9 @@ def test_pytest_does_not_collect_test_model() -> None:
     assert TestModel.__test__ is False
 
 
-def test_docstring_examples_run() -> None:
-    failures, attempted = doctest.testmod(models_module, raise_on_error=False)
+@pytest.mark.parametrize("module", [function_module, scripted_module], ids=lambda m: m.__name__)
+def test_docstring_examples_run(module: types.ModuleType) -> None:
+    failures, attempted = doctest.testmod(module, raise_on_error=False)
     assert attempted > 0
     assert failures == 0
 
