@@ -8,22 +8,16 @@ A :class:`ToolRegistry` holds a conversation's tools by name.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import dataclasses
-import enum
 import functools
 import inspect
-import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Annotated, Any, get_args, get_origin
+from typing import Any
 
 import anyio
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model
-from pydantic.fields import FieldInfo
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
+from pydantic import BaseModel, JsonValue, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from lionagi.errors import (
@@ -33,22 +27,20 @@ from lionagi.errors import (
     ToolNotFoundError,
     ToolTimeoutError,
 )
+from lionagi.protocols._signature import arguments_of, read_docstring
 
 __all__ = ["Tool", "ToolRegistry", "jsonable"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments):$")
-_SECTION_HEADER = re.compile(r"^[A-Z][A-Za-z ]*:$")
-_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_REST_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
 
 
 class Tool:
     """A callable a model may invoke, with its schema and argument validation.
 
     ``name`` defaults to the function's name and ``description`` to the first paragraph of its
-    docstring; parameter descriptions come from a Google-style ``Args:`` section or reST
-    ``:param x:`` lines, or from ``Annotated[..., Field(description=...)]``. ``timeout``
+    docstring; parameter descriptions come from the docstring (Google ``Args:``, reST
+    ``:param x:`` or NumPy ``Parameters`` sections) or from
+    ``Annotated[..., Field(description=...)]``. ``timeout``
     (seconds) bounds each call. Sync functions run in a worker thread; a sync tool that times
     out cannot be stopped, so its thread is abandoned and its result discarded.
     """
@@ -94,23 +86,19 @@ class Tool:
                 f"tool {tool_name!r}: timeout must be a positive number of seconds or None, "
                 f"got {timeout!r}"
             )
-        summary, param_docs = _parse_docstring(inspect.getdoc(target) or "")
+        summary, param_docs = read_docstring(inspect.getdoc(target) or "")
+        arguments = arguments_of(func, tool_name, param_docs)
         self.func: Callable[..., Any] = func
         self.name: str = tool_name
         self.description: str = summary if description is None else description
         self.timeout: float | None = timeout
         self.is_async: bool = _is_async(func)
-        model, fields, positional, always = _arguments_model(func, tool_name, param_docs)
-        self._arguments: type[BaseModel] = model
+        self._arguments: type[BaseModel] = arguments.model
         # internal pydantic field name -> parameter name (fields are aliased by parameter name)
-        self._fields: dict[str, str] = fields
-        self._positional: tuple[str, ...] = positional
-        self._pass_always: frozenset[str] = always
-        try:
-            schema = model.model_json_schema(schema_generator=_ToolSchema)
-        except Exception as exc:
-            raise ToolError(f"tool {tool_name!r}: cannot describe its arguments: {exc}") from exc
-        self._parameters: dict[str, Any] = _clean_schema(schema)
+        self._fields: dict[str, str] = arguments.fields
+        self._positional: tuple[str, ...] = arguments.positional
+        self._pass_always: frozenset[str] = arguments.pass_always
+        self._parameters: dict[str, Any] = arguments.parameters
 
     @classmethod
     def from_function(
@@ -292,159 +280,29 @@ class ToolRegistry:
 
 
 def jsonable(value: Any) -> JsonValue:
-    """Convert a tool's return value into JSON-safe data.
+    """Convert a tool's return value into JSON-safe data, with pydantic's serializer.
 
-    Handles pydantic models, dataclasses, mappings, lists/tuples/sets (to lists), enums, and
-    the scalar types pydantic knows (UUID, datetime, Decimal, Path, ...). Non-finite floats
-    become ``None``. Anything else raises :class:`ToolError` naming its type.
+    Pydantic models, dataclasses, mappings, sequences and sets (to lists), enums and the
+    scalar types pydantic knows (UUID, datetime, Decimal, Path, ...) convert; non-finite floats
+    become ``None``; object keys become strings. Anything else, and circular references, raise
+    :class:`ToolError` naming the problem.
     """
-    return _jsonable(value, set())
-
-
-def _jsonable(value: Any, active: set[int]) -> JsonValue:
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, enum.Enum):
-        return _jsonable(value.value, active)
-    if isinstance(value, BaseModel):
-        try:
-            dumped: JsonValue = value.model_dump(mode="json")
-        except PydanticSerializationError as exc:
-            raise ToolError(f"cannot convert {type(value).__name__} to JSON: {exc}") from exc
-        return dumped
-    container = isinstance(value, Mapping | list | tuple | set | frozenset) or (
-        dataclasses.is_dataclass(value) and not isinstance(value, type)
-    )
-    if not container:
-        try:
-            converted: JsonValue = to_jsonable_python(value)
-        except PydanticSerializationError:
-            raise ToolError(
-                f"cannot convert a {type(value).__module__}.{type(value).__qualname__} to "
-                "JSON; return dicts, lists, strings, numbers, booleans, None, dataclasses "
-                "or pydantic models"
-            ) from None
-        return converted
-    if id(value) in active:
-        raise ToolError(f"cannot convert a {type(value).__name__} to JSON: circular reference")
-    active.add(id(value))
     try:
-        if isinstance(value, Mapping):
-            return {_json_key(k): _jsonable(v, active) for k, v in value.items()}
-        if dataclasses.is_dataclass(value):
-            return {
-                f.name: _jsonable(getattr(value, f.name), active) for f in dataclasses.fields(value)
-            }
-        items = list(value)
-        if isinstance(value, set | frozenset):
-            with contextlib.suppress(TypeError):  # unorderable members keep iteration order
-                items = sorted(items)
-        return [_jsonable(item, active) for item in items]
-    finally:
-        active.discard(id(value))
+        converted: JsonValue = to_jsonable_python(value, inf_nan_mode="null")
+    except PydanticSerializationError as exc:
+        raise ToolError(
+            f"cannot convert a tool result to JSON ({exc}); return dicts, lists, strings, "
+            "numbers, booleans, None, dataclasses or pydantic models"
+        ) from None
+    except ValueError as exc:  # pydantic reports a circular reference as a ValueError
+        raise ToolError(
+            f"cannot convert a tool result to JSON: it holds a circular reference ({exc}); "
+            "return a tree of values"
+        ) from None
+    return converted
 
 
-def _json_key(key: Any) -> str:
-    """Object keys as ``json.dumps`` writes them; other keys must convert to a string."""
-    if isinstance(key, enum.Enum):
-        key = key.value
-    if isinstance(key, str):
-        return key
-    if key is None or isinstance(key, bool):
-        return {None: "null", True: "true", False: "false"}[key]
-    if isinstance(key, int | float):
-        return str(key)
-    converted = _jsonable(key, set())
-    if isinstance(converted, str):
-        return converted
-    raise ToolError(f"cannot use a {type(key).__name__} as a JSON object key")
-
-
-# -- building the arguments model --------------------------------------------------------
-
-
-def _arguments_model(
-    func: Callable[..., Any], tool: str, docs: Mapping[str, str]
-) -> tuple[type[BaseModel], dict[str, str], tuple[str, ...], frozenset[str]]:
-    try:
-        signature = inspect.signature(func, eval_str=True)
-    except (NameError, SyntaxError, TypeError) as exc:
-        raise ToolError(f"tool {tool!r}: cannot read the signature of the function: {exc}") from exc
-    except ValueError as exc:
-        raise ToolError(f"tool {tool!r}: the callable has no readable signature: {exc}") from exc
-    definitions: dict[str, Any] = {}
-    fields: dict[str, str] = {}
-    positional: list[str] = []
-    always: set[str] = set()
-    for index, param in enumerate(signature.parameters.values()):
-        if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
-            star = "*" if param.kind is param.VAR_POSITIONAL else "**"
-            raise ToolError(
-                f"tool {tool!r}: parameter {star}{param.name} is not supported; a tool needs "
-                "named parameters only, so models know every argument"
-            )
-        if index == 0 and param.name in ("self", "cls"):
-            raise ToolError(
-                f"tool {tool!r}: first parameter {param.name!r} looks like an unbound method; "
-                "register the bound method (instance.method) instead"
-            )
-        internal = f"arg_{index}"
-        fields[internal] = param.name
-        if param.kind is param.POSITIONAL_ONLY:
-            positional.append(param.name)
-        annotation = param.annotation
-        default = param.default
-        if annotation is inspect.Parameter.empty:
-            # unannotated: a plain scalar default tells the type, otherwise anything goes
-            annotation = type(default) if type(default) in (bool, int, float, str) else Any
-        if param.kind is param.POSITIONAL_ONLY or isinstance(default, FieldInfo):
-            # positional-only values are passed in place; a ``= Field(...)`` default is not
-            # a usable Python default, so the validated value is always passed for both
-            always.add(internal)
-        extra: dict[str, Any] = {"alias": param.name}
-        if param.name in docs and not _has_description(annotation, default):
-            extra["description"] = docs[param.name]
-        definitions[internal] = (
-            Annotated[annotation, Field(**extra)],
-            ... if default is inspect.Parameter.empty else default,
-        )
-    config = ConfigDict(extra="forbid")
-    try:
-        model: type[BaseModel] = create_model(f"{tool}_arguments", __config__=config, **definitions)
-    except Exception as exc:
-        raise ToolError(f"tool {tool!r}: cannot build an argument schema: {exc}") from exc
-    return model, fields, tuple(positional), frozenset(always)
-
-
-class _ToolSchema(GenerateJsonSchema):
-    """Leaves out defaults that are not JSON (sentinels) quietly: the function applies them."""
-
-    def emit_warning(self, kind: JsonSchemaWarningKind, detail: str) -> None:
-        if kind != "non-serializable-default":
-            super().emit_warning(kind, detail)
-
-
-def _has_description(annotation: Any, default: Any) -> bool:
-    if isinstance(default, FieldInfo) and default.description is not None:
-        return True
-    if get_origin(annotation) is not Annotated:
-        return False
-    return any(
-        isinstance(meta, FieldInfo) and meta.description is not None
-        for meta in get_args(annotation)[1:]
-    )
-
-
-def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop the generated titles of the arguments object and its properties."""
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        if isinstance(prop, dict):
-            prop.pop("title", None)
-    schema.setdefault("properties", {})
-    return schema
+# -- callables --------------------------------------------------------------------------
 
 
 def _default_name(func: Callable[..., Any]) -> str:
@@ -466,64 +324,3 @@ def _is_async(func: Callable[..., Any]) -> bool:
     if isinstance(func, functools.partial):
         return _is_async(func.func)
     return not inspect.isroutine(func) and inspect.iscoroutinefunction(type(func).__call__)
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """First paragraph, and parameter descriptions from ``Args:`` or ``:param x:`` lines."""
-    lines = doc.splitlines()
-    summary: list[str] = []
-    for line in lines:
-        text = line.strip()
-        if not text or _SECTION_HEADER.match(text) or text.startswith(":"):
-            break
-        summary.append(text)
-    params: dict[str, str] = {}
-    _google_params(lines, params)
-    _rest_params(lines, params)
-    return " ".join(summary), params
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _google_params(lines: list[str], params: dict[str, str]) -> None:
-    i = 0
-    while i < len(lines):
-        if not _ARGS_HEADER.match(lines[i].strip()):
-            i += 1
-            continue
-        header = _indent(lines[i])
-        entry_indent: int | None = None
-        current: str | None = None
-        i += 1
-        while i < len(lines):
-            line = lines[i]
-            if line.strip():
-                indent = _indent(line)
-                if indent <= header:
-                    break
-                if entry_indent is None:
-                    entry_indent = indent
-                match = _GOOGLE_ENTRY.match(line.strip()) if indent <= entry_indent else None
-                if match:
-                    current = match.group(1)
-                    params[current] = match.group(2).strip()
-                elif current is not None:
-                    params[current] = f"{params[current]} {line.strip()}".strip()
-            i += 1
-
-
-def _rest_params(lines: list[str], params: dict[str, str]) -> None:
-    current: str | None = None
-    base = 0
-    for line in lines:
-        text = line.strip()
-        match = _REST_PARAM.match(text)
-        if match:
-            current, base = match.group(1), _indent(line)
-            params[current] = match.group(2).strip()
-        elif current is not None and text and not text.startswith(":") and _indent(line) > base:
-            params[current] = f"{params[current]} {text}"
-        else:
-            current = None
