@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from uuid import UUID, uuid4
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, JsonValue
 
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.operations.turn import schedule_message_signal
 from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
-from lionagi.protocols.messages import Instruction, Message, MessageManager, MessageUnion, System
+from lionagi.protocols.messages import Instruction, Message, MessageManager, System
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
+from lionagi.session._serialization import branch_from_dict, branch_to_dict
 from lionagi.session.control import LoopControl, LoopDirective
 
 if TYPE_CHECKING:
@@ -544,15 +545,7 @@ class Branch:
 
         Tool functions are not serializable; :meth:`from_dict` takes them again.
         """
-        return {
-            "id": str(self.id),
-            "name": self.name,
-            "user": self.user,
-            "messages": [message.model_dump(mode="json") for message in self._messages],
-            "chat_model": None if self._chat_model is None else self._chat_model.to_dict(),
-            "parse_model": None if self._parse_model is None else self._parse_model.to_dict(),
-            "tools": list(self._tools.names),
-        }
+        return branch_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, tools: ToolsArg | None = None) -> Branch:
@@ -562,60 +555,10 @@ class Branch:
         among them. Without ``tools`` the branch starts with none. API keys come from the
         environment, as for :meth:`iModel.from_dict`.
         """
-        if not isinstance(data, Mapping):
-            raise ConfigurationError(
-                f"Branch.from_dict expects a mapping, got {type(data).__name__}"
-            )
-        try:
-            state = _BranchData.model_validate(dict(data))
-        except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            where = ".".join(str(part) for part in error["loc"]) or "(data)"
-            detail = error["msg"]
-            if error["type"] == "extra_forbidden":
-                detail = f"unknown key; expected keys: {', '.join(_BranchData.model_fields)}"
-            raise ConfigurationError(f"Branch.from_dict: bad value at {where!r}: {detail}") from exc
-        models: dict[str, iModel | None] = {}
-        for key, config in (("chat_model", state.chat_model), ("parse_model", state.parse_model)):
-            try:
-                models[key] = None if config is None else iModel.from_dict(config)
-            except (ConfigurationError, TypeError, ValueError) as exc:
-                raise ConfigurationError(f"Branch.from_dict: bad value at {key!r}: {exc}") from exc
-        branch = cls(
-            chat_model=models["chat_model"],
-            parse_model=models["parse_model"],
-            messages=state.messages,
-            name=state.name,
-            user=state.user,
-            id=state.id,
-        )
-        if tools is not None:
-            branch.register_tools(tools)
-            missing = [name for name in state.tools if name not in branch.tools]
-            if missing:
-                raise ConfigurationError(
-                    f"Branch.from_dict: tools {', '.join(map(repr, missing))} are listed in "
-                    "the data but were not supplied in tools=...; pass them, or pass "
-                    "tools=None to restore the branch without tools"
-                )
-        return branch
+        return branch_from_dict(cls, data, tools=tools)
 
     def __repr__(self) -> str:
         return f"Branch(id={self.id}, name={self.name!r}, messages={len(self._messages)})"
-
-
-class _BranchData(BaseModel):
-    """The shape of :meth:`Branch.to_dict` output, used to validate ``from_dict`` input."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: UUID
-    name: str | None = None
-    user: str | None = None
-    messages: list[MessageUnion] = Field(default_factory=list)
-    chat_model: dict[str, Any] | None = None
-    parse_model: dict[str, Any] | None = None
-    tools: list[str] = Field(default_factory=list)
 
 
 def _coerce_model(value: iModel | str | None, label: str) -> iModel | None:
