@@ -53,7 +53,7 @@ from lionagi.service.types import ModelResponse
 from lionagi.session.branch import Branch
 from lionagi.session.control import LoopBreak, LoopControl, LoopDirective, StopStream
 from lionagi.session.session import Session
-from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Signal
+from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Signal, ToolFailed
 
 __version__ = "0.1.0"
 
@@ -98,6 +98,7 @@ __all__ = [
     "ToolArgumentError",
     "ToolCall",
     "ToolError",
+    "ToolFailed",
     "ToolNotFoundError",
     "ToolRegistry",
     "ToolTimeoutError",

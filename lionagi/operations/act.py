@@ -8,18 +8,27 @@ recorded in request order once the batch is over, so the history holds whole mes
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import anyio
 from pydantic import JsonValue
 
-from lionagi.errors import ActionError, OperationError, ToolError, UnauthorizedActionError
+from lionagi.errors import (
+    ActionError,
+    OperationError,
+    ToolArgumentError,
+    ToolError,
+    ToolNotFoundError,
+    UnauthorizedActionError,
+)
 from lionagi.operations.turn import control_point, current_scope, run_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, ToolCall
 from lionagi.protocols.tools import jsonable
+from lionagi.session.signal import ToolFailed
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
@@ -29,6 +38,11 @@ __all__ = ["ActionInput", "ActionStrategy", "act", "to_action_request"]
 
 ActionInput: TypeAlias = ActionRequest | ToolCall | Mapping[str, Any]
 ActionStrategy: TypeAlias = Literal["concurrent", "sequential"]
+
+logger = logging.getLogger("lionagi.tools")
+
+# Failures caused by the call rather than the tool's code: logged at INFO, the rest at WARNING.
+_CALL_ERRORS = (ToolArgumentError, ToolNotFoundError, UnauthorizedActionError)
 
 _MAPPING_KEYS = frozenset({"function", "name", "arguments", "call_id", "id"})
 
@@ -161,8 +175,10 @@ async def _run_batch(
         _record_requests(branch, requests)
     outcomes: list[_Outcome | None] = [None] * len(requests)
 
+    turn_id = None if scope is None else scope.turn_id
+
     async def run_one(index: int) -> None:
-        outcomes[index] = await _call(branch, requests[index])
+        outcomes[index] = await _call(branch, requests[index], turn_id)
 
     try:
         if strategy == "sequential":
@@ -199,7 +215,7 @@ def _record_requests(branch: Branch, requests: list[ActionRequest]) -> None:
         branch.msgs.extend(new)
 
 
-async def _call(branch: Branch, request: ActionRequest) -> _Outcome:
+async def _call(branch: Branch, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
     """One call: authorize, look up, validate and run, convert the output. Never raises an
     ``Exception``; cancellation and other ``BaseException`` propagate."""
     try:
@@ -214,12 +230,15 @@ async def _call(branch: Branch, request: ActionRequest) -> _Outcome:
                 f"{type(exc).__name__}: {exc}"
             )
             error.__cause__ = exc
+        await _report_failure(branch, request, turn_id, exc)
         failed = ActionResponse(
             request_id=request.id,
             call_id=request.call_id,
             function=request.function,
             output={"error": f"{type(exc).__name__}: {exc}"},
             is_error=True,
+            error_type=type(exc).__name__,
+            error_message=str(exc),
         )
         return _Outcome(failed, error)
     response = ActionResponse(
@@ -229,6 +248,44 @@ async def _call(branch: Branch, request: ActionRequest) -> _Outcome:
         output=output,
     )
     return _Outcome(response, None)
+
+
+async def _report_failure(
+    branch: Branch, request: ActionRequest, turn_id: UUID | None, exc: Exception
+) -> None:
+    """Tell the developer: a log record with the traceback and the call's identity, then a
+    :class:`ToolFailed` signal. The model only ever sees the concise error result."""
+    logger.log(
+        logging.INFO if isinstance(exc, _CALL_ERRORS) else logging.WARNING,
+        "tool %r (call %s) failed on branch %s, turn %s: %s: %s",
+        request.function,
+        request.call_id,
+        branch.id,
+        turn_id,
+        type(exc).__name__,
+        exc,
+        exc_info=exc,
+        extra={
+            "lionagi_branch_id": str(branch.id),
+            "lionagi_turn_id": None if turn_id is None else str(turn_id),
+            "lionagi_tool": request.function,
+            "lionagi_call_id": request.call_id,
+        },
+    )
+    observer = branch._observer
+    if observer is not None and observer.wants(ToolFailed):
+        await observer.emit(
+            ToolFailed(
+                branch_id=branch.id,
+                turn_id=turn_id,
+                request_id=request.id,
+                call_id=request.call_id,
+                function=request.function,
+                error_type=type(exc).__name__,
+                error_message=str(exc),
+                data=exc,
+            )
+        )
 
 
 async def _authorize(branch: Branch, request: ActionRequest) -> None:

@@ -82,6 +82,8 @@ class ActionResponseModel(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     output: JsonValue = None
     is_error: bool = False
+    error_type: str | None = None
+    error_message: str | None = None
 
 
 class OperateExtras(BaseModel):
@@ -423,6 +425,8 @@ def _result(
                 arguments=by_id[r.request_id].arguments if r.request_id in by_id else {},
                 output=r.output,
                 is_error=r.is_error,
+                error_type=r.error_type,
+                error_message=r.error_message,
             )
             for r in responses
         ],

@@ -186,7 +186,12 @@ class ActionRequest(Message):
 
 
 class ActionResponse(Message):
-    """The result of one :class:`ActionRequest`, linked by ``request_id`` and ``call_id``."""
+    """The result of one :class:`ActionRequest`, linked by ``request_id`` and ``call_id``.
+
+    A failed call has ``is_error`` set, the concise error the model sees in ``output``, and the
+    exception's class name and message in ``error_type`` / ``error_message`` for the developer
+    (the traceback goes to the ``lionagi.tools`` logger and the :class:`ToolFailed` signal).
+    """
 
     kind: Literal["action_response"] = "action_response"
     request_id: UUID
@@ -194,6 +199,8 @@ class ActionResponse(Message):
     function: str
     output: JsonValue = None
     is_error: bool = False
+    error_type: str | None = None
+    error_message: str | None = None
 
     @property
     def role(self) -> str:

@@ -22,11 +22,17 @@ __all__ = [
     "RunFailed",
     "RunStart",
     "Signal",
+    "ToolFailed",
     "build_run_end",
 ]
 
 #: Bumped only for incompatible changes; additive nullable fields (like ``turn_id``) keep it.
 SIGNAL_SCHEMA_VERSION = 1
+
+
+def _error_text(error: BaseException | None) -> str | None:
+    """An exception as ``"Type: message"`` for a signal's JSON form (no traceback)."""
+    return None if error is None else f"{type(error).__name__}: {error}"
 
 
 class Signal(BaseModel):
@@ -71,7 +77,26 @@ class RunFailed(Signal):
 
     @field_serializer("data")
     def _serialize_data(self, data: BaseException | None) -> str | None:
-        return None if data is None else f"{type(data).__name__}: {data}"
+        return _error_text(data)
+
+
+class ToolFailed(Signal):
+    """A tool call failed: refused, unknown tool, invalid arguments, the tool raised or timed
+    out, or its output could not be serialized. ``data`` holds the exception (with its
+    traceback); ``turn_id`` is the turn the call ran in, ``None`` for ``act`` outside a turn.
+    Raised before the error :class:`~lionagi.protocols.messages.ActionResponse` is recorded."""
+
+    turn_id: UUID | None = None
+    request_id: UUID | None = None
+    call_id: str = ""
+    function: str = ""
+    error_type: str = ""
+    error_message: str = ""
+    data: BaseException | None = None
+
+    @field_serializer("data")
+    def _serialize_data(self, data: BaseException | None) -> str | None:
+        return _error_text(data)
 
 
 class MessageAdded(Signal):
