@@ -18,12 +18,14 @@ from benchmarks._common import Config, now
 from benchmarks._report import write_results
 
 SCENARIOS = {
-    "turn": "turn overhead vs the floor, with an observer, with a context provider",
+    "turn": "turn overhead vs the library model call and the physical floor",
+    "backends": "trio against asyncio, side by side in subprocess pairs",
     "stream": "a streamed run of 1,000 chunks vs iterating the model's stream",
     "contention": "K = 1, 10, 100, 1,000 concurrent callers on one Branch",
     "scale": "10,000 Branches running turns at once; memory per Branch and per turn",
     "cancel": "cancelling a turn mid-model-call: time and round trips until free",
-    "long": "2,000 recorded turns on one Branch: first 100 vs last 100",
+    "long": "2,000 recorded turns on one Branch, offline and over HTTP: first 100 vs last 100",
+    "cold": "import lionagi and the first turn, each in a fresh process",
     "memory": "retained per 1,000 conversations and per turn; dropped Branch freed",
     "profile": "cProfile of a recorded turn on asyncio and trio",
     "peers": "upstream lionagi and pydantic-ai, alternating with ours (needs their env)",

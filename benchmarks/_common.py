@@ -18,7 +18,8 @@ from typing import Any
 
 import anyio
 
-from lionagi.protocols.messages import AssistantResponse, Instruction, Message, System
+from lionagi.protocols.messages import AssistantResponse, Instruction, Message, System, Usage
+from lionagi.service.types import ModelResponse
 from lionagi.testing import FunctionModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +28,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 REPLY = "ok fine"
 PROMPT = "hello there"
 SYSTEM = "You are a helpful assistant."
+INPUT_TOKENS = 9  # what the reply functions report: a constant, so no O(history) work
+OUTPUT_TOKENS = 2
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,21 @@ class Config:
 
 
 # -- the offline model ----------------------------------------------------------------------
-def reply(messages: Sequence[Message], **options: Any) -> str:
-    """The zero-latency model function: answers at once with the same two words."""
-    return REPLY
+async def reply(messages: Sequence[Message], **options: Any) -> ModelResponse:
+    """The zero-latency model function: an async function that answers at once with the same two
+    words and reports usage, doing no work that grows with the history.
+
+    Every peer in ``benchmarks.peers`` is given this same call shape (an async reply function
+    returning a response that carries usage), so the comparison is of the libraries, not of
+    their offline models (word counting, script matching).
+    """
+    return ModelResponse(
+        text=REPLY,
+        usage=Usage(input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS),
+        model="function",
+        provider="function",
+        finish_reason="stop",
+    )
 
 
 class Unrecorded(list[Any]):
@@ -92,7 +107,9 @@ def offline_model(**options: Any) -> FunctionModel:
 
 
 async def floor_turns(model: FunctionModel, turns: int, history: list[Message]) -> None:
-    """The floor: the model called directly, the two messages built and appended by hand."""
+    """The library's floor: the model called directly, the two messages built and appended by
+    hand. It pays what every call of the library pays (the request object, the model's timeout
+    scope, pydantic response, usage and message objects)."""
     for _ in range(turns):
         history.append(Instruction(instruction=PROMPT))
         response = await model.invoke(history)
@@ -101,8 +118,26 @@ async def floor_turns(model: FunctionModel, turns: int, history: list[Message]) 
         )
 
 
+async def _physical_reply(messages: list[dict[str, str]]) -> dict[str, Any]:
+    return {"content": REPLY, "input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS}
+
+
+async def physical_floor_turns(turns: int, history: list[dict[str, Any]]) -> None:
+    """The physical floor: per turn two dicts appended to a list and one await of an async reply
+    function. Nothing a library could do costs less; the library's floor is measured against it
+    so that floor's own weight is visible."""
+    for _ in range(turns):
+        history.append({"role": "user", "content": PROMPT})
+        answer = await _physical_reply(history)
+        history.append({"role": "assistant", **answer})
+
+
 def new_history() -> list[Message]:
     return [System(content=SYSTEM)]
+
+
+def new_plain_history() -> list[dict[str, Any]]:
+    return [{"role": "system", "content": SYSTEM}]
 
 
 # -- clocks and statistics ------------------------------------------------------------------

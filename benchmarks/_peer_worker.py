@@ -24,18 +24,59 @@ from typing import Any
 PROMPT = "hello there"
 REPLY = "ok fine"
 SYSTEM = "You are a helpful assistant."
-RESET = 100
+INPUT_TOKENS = 9  # the same constant usage every side reports (benchmarks._common)
+OUTPUT_TOKENS = 2
 
 now = time.perf_counter_ns
 
 
 # -- the upstream lionagi release ------------------------------------------------------------
-def _upstream_branch(turns: int) -> Any:
-    from lionagi import Branch
-    from lionagi.testing import scripted_imodel
+class _Upstream:
+    """Branches of the upstream release sharing one model whose call is an async function.
 
-    model = scripted_imodel([{"type": "text", "content": REPLY} for _ in range(turns)])
-    return Branch(system=SYSTEM, chat_model=model)
+    The release's offline model (``lionagi.testing.scripted_imodel``) matches a script and
+    records every call; here its endpoint's call is replaced by an async function answering at
+    once with constant usage, the same call shape every side of the comparison gets.
+    """
+
+    _model: Any = None
+
+    @classmethod
+    def model(cls) -> Any:
+        if cls._model is None:
+            from lionagi.testing import scripted_imodel
+
+            model = scripted_imodel([{"type": "text", "content": REPLY}])
+
+            async def call(payload: dict[str, Any], headers: dict[str, Any], **kw: Any) -> Any:
+                return {
+                    "id": "chatcmpl-offline",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": payload.get("model") or "scripted",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": REPLY},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": INPUT_TOKENS,
+                        "completion_tokens": OUTPUT_TOKENS,
+                        "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
+                    },
+                }
+
+            model.endpoint._call = call
+            cls._model = model
+        return cls._model
+
+
+def _upstream_conversation() -> Any:
+    from lionagi import Branch
+
+    return Branch(system=SYSTEM, chat_model=_Upstream.model())
 
 
 async def _upstream_turn(branch: Any) -> None:
@@ -53,9 +94,11 @@ class _Conversation:
             from pydantic_ai import Agent
             from pydantic_ai.messages import ModelResponse, TextPart
             from pydantic_ai.models.function import FunctionModel
+            from pydantic_ai.usage import RequestUsage
 
-            def reply(messages: Any, info: Any) -> Any:
-                return ModelResponse(parts=[TextPart(REPLY)])
+            async def reply(messages: Any, info: Any) -> Any:
+                usage = RequestUsage(input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS)
+                return ModelResponse(parts=[TextPart(REPLY)], usage=usage)
 
             _Conversation._agent = Agent(FunctionModel(reply), system_prompt=SYSTEM)
         self.history: list[Any] = []
@@ -65,42 +108,37 @@ class _Conversation:
         self.history = result.all_messages()
 
 
-def _pydantic_ai_conversation(turns: int) -> Any:
-    return _Conversation()
-
-
 async def _pydantic_ai_turn(conversation: Any) -> None:
     await conversation.turn()
 
 
-PEERS: dict[str, tuple[Callable[[int], Any], Callable[[Any], Awaitable[None]]]] = {
-    "lionagi (upstream)": (_upstream_branch, _upstream_turn),
-    "pydantic-ai": (_pydantic_ai_conversation, _pydantic_ai_turn),
+PEERS: dict[str, tuple[Callable[[], Any], Callable[[Any], Awaitable[None]]]] = {
+    "lionagi (upstream)": (_upstream_conversation, _upstream_turn),
+    "pydantic-ai": (_Conversation, _pydantic_ai_turn),
 }
 
 
 # -- commands ---------------------------------------------------------------------------------
-async def _turns(peer: str, turns: int, warm_up: int) -> dict[str, Any]:
+async def _conversations(peer: str, turns: int, length: int) -> None:
     make, turn = PEERS[peer]
-    conversation = make(warm_up)
-    for _ in range(warm_up):  # untimed, in this event loop
-        await turn(conversation)
-    elapsed = 0
-    done = 0
-    while done < turns:
-        size = min(RESET, turns - done)
-        conversation = make(size)
-        start = now()
-        for _ in range(size):
+    for _ in range(max(1, turns // length)):
+        conversation = make()
+        for _ in range(length):
             await turn(conversation)
-        elapsed += now() - start
-        done += size
-    return {"ns": elapsed}
+
+
+async def _turns(peer: str, turns: int, length: int, warm_up: int) -> dict[str, Any]:
+    """Nanoseconds for ``turns`` turns in conversations of ``length`` turns, each conversation
+    created inside the timed span (for one-turn conversations that is part of the cost)."""
+    await _conversations(peer, warm_up, 1)  # untimed, in this event loop
+    start = now()
+    await _conversations(peer, turns, length)
+    return {"ns": now() - start}
 
 
 async def _long(peer: str, turns: int) -> dict[str, Any]:
     make, turn = PEERS[peer]
-    conversation = make(turns)
+    conversation = make()
     times = []
     for _ in range(turns):
         start = now()
@@ -110,16 +148,17 @@ async def _long(peer: str, turns: int) -> dict[str, Any]:
 
 
 async def _memory(peer: str, count: int) -> dict[str, Any]:
+    """Bytes a one-turn conversation keeps; every conversation shares the peer's one model."""
     make, turn = PEERS[peer]
-    for _ in range(5):  # warm-up: imports, caches
-        await turn(make(1))
+    for _ in range(5):  # warm-up: imports, caches, the shared model
+        await turn(make())
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         kept = []
         for _ in range(count):
-            conversation = make(1)
+            conversation = make()
             await turn(conversation)
             kept.append(conversation)
         gc.collect()
@@ -127,7 +166,7 @@ async def _memory(peer: str, count: int) -> dict[str, Any]:
     finally:
         tracemalloc.stop()
     del kept
-    conversation = make(1)
+    conversation = make()
     await turn(conversation)
     probe = conversation if peer != "pydantic-ai" else conversation.history[-1]
     ref = weakref.ref(probe)

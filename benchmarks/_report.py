@@ -91,6 +91,11 @@ def markdown(document: dict[str, Any]) -> str:
                         [{"area": a, "share_pct": v} for a, v in areas.items()],
                     )
                     lines.append("")
+            elif key == "tables":  # further tables: {title: {"columns": [...], "rows": [...]}}
+                for title, table in value.items():
+                    lines += [f"{title}:", ""]
+                    lines += _table(table["columns"], table["rows"])
+                    lines.append("")
             else:
                 lines += [f"- {key}: `{json.dumps(value)}`"]
         lines.append("")

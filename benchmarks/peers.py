@@ -1,14 +1,22 @@
 """Peers: the same zero-latency recorded turn through the upstream lionagi release and through
-pydantic-ai, alternating with ours in one invocation (asyncio only: neither peer runs on trio).
+pydantic-ai, alternating with ours in one invocation (asyncio only: pydantic-ai does not run on
+trio, and the upstream release is not measured there either).
 
 The upstream release shares this package's import name, so the peers run in their own virtual
 environment (``nox -s bench_peers`` builds it) in a worker subprocess
 (``benchmarks/_peer_worker.py``), while ours runs in this process. Batches alternate
 A B A B ... and every ratio is taken pair by pair.
 
-- upstream lionagi: ``Branch.communicate`` (records both sides) on its scripted offline model;
-- pydantic-ai: ``Agent.run`` on its ``FunctionModel``, passing the history back every turn;
-- ours: ``Branch.chat_and_record`` on ``FunctionModel``.
+- upstream lionagi: ``Branch.communicate`` (records both sides) on its scripted offline model,
+  whose endpoint call is replaced by an async function answering with constant usage;
+- pydantic-ai: ``Agent.run`` on its ``FunctionModel`` with an async function answering with
+  constant usage, passing the history back every turn;
+- ours: ``Branch.chat_and_record`` on ``FunctionModel`` with an async function answering with
+  constant usage, without and with an observer (RunStart, MessageAdded, RunEnd).
+
+Every side shares one model across all its conversations and makes the same model call: an
+async function that returns at once, reporting usage. Conversations are one turn long (a new
+conversation per request, its creation timed) and 100 turns long.
 
 Run ``python -m benchmarks.peers [--quick] [--peer-python PATH] [--out DIR]``.
 """
@@ -30,13 +38,15 @@ from typing import Any
 import anyio
 
 from benchmarks import memory
-from benchmarks._common import ROOT, Config, median, now, offline_model, target, us
+from benchmarks._common import PROMPT, ROOT, SYSTEM, Config, median, now, offline_model, target, us
 from benchmarks.long import _ours as _ours_long
-from benchmarks.turn import RESET, VARIANTS
+from lionagi import Branch, MessageAdded, RunEnd, RunStart, Session
 
 WORKER = Path(__file__).resolve().parent / "_peer_worker.py"
 PEERS = ("lionagi (upstream)", "pydantic-ai")
 WARM_UP = 20  # untimed turns at the start of every batch, on both sides
+LENGTHS = (1, 100)  # turns per conversation
+OURS = ("ours", "ours + observer")
 
 
 def find_peer_python(explicit: str | None) -> tuple[str | None, str]:
@@ -99,20 +109,39 @@ class Worker:
 
 
 # -- ours, in this process ---------------------------------------------------------------------
-async def _our_batch(turns: int) -> int:
-    setup, run_turns = VARIANTS["chat_and_record"]
+def _observing_session() -> Session:
+    session = Session()
+
+    def count(signal: Any, _session: Any) -> None:
+        pass
+
+    for kind in (RunStart, MessageAdded, RunEnd):
+        session.observe(kind, count)
+    return session
+
+
+async def _our_conversations(model: Any, session: Session | None, turns: int, length: int) -> None:
+    for _ in range(max(1, turns // length)):
+        if session is None:
+            branch = Branch(system=SYSTEM, chat_model=model)
+        else:
+            branch = session.new_branch(system=SYSTEM, chat_model=model)
+        for _ in range(length):
+            await branch.chat_and_record(PROMPT)
+        if session is not None:
+            session.remove_branch(branch)
+
+
+async def _our_batch(turns: int, length: int, observed: bool) -> int:
+    """Nanoseconds for ``turns`` turns in conversations of ``length`` turns, conversations created
+    inside the timed span (as on the peers' side); observed: one Session whose observer takes
+    RunStart, MessageAdded and RunEnd, each conversation a branch of it, removed at its end."""
     model = offline_model()
-    await run_turns(setup(model, {}), WARM_UP)  # untimed, in this event loop
-    elapsed = 0
-    done = 0
-    while done < turns:
-        size = min(RESET, turns - done)
-        state = setup(model, {})
-        start = now()
-        await run_turns(state, size)
-        elapsed += now() - start
-        done += size
-    return elapsed
+    session = _observing_session() if observed else None
+    await _our_conversations(model, session, WARM_UP, 1)  # untimed, in this event loop
+    start = now()
+    await _our_conversations(model, session, turns, length)
+    return now() - start
 
 
 async def _our_memory(count: int) -> dict[str, Any]:
@@ -127,6 +156,9 @@ def _ours(fn: Any, *args: Any) -> Any:
 
 
 # -- the comparison ------------------------------------------------------------------------------
+Pairs = dict[tuple[int, str, str], list[float]]  # (length, peer, ours variant) -> ratios
+
+
 def compare(config: Config, python: str) -> dict[str, Any]:
     turns = config.size(300, 10)
     repeats = config.size(7, 1)
@@ -141,15 +173,29 @@ def compare(config: Config, python: str) -> dict[str, Any]:
                 f"{python} imports this repository's lionagi, not the upstream release; "
                 "use the nox bench_peers environment"
             )
-        _ours(_our_batch, turns)  # warm-up, both sides
-        for peer in PEERS:
-            worker.ask("turns", peer=peer, turns=min(turns, 20), warm_up=0)
-        pairs: dict[str, list[tuple[float, float]]] = {peer: [] for peer in PEERS}
+        for length in LENGTHS:  # warm-up, every side
+            for observed in (False, True):
+                _ours(_our_batch, min(turns, 20), min(length, 20), observed)
+            for peer in PEERS:
+                worker.ask("turns", peer=peer, turns=20, length=min(length, 20), warm_up=0)
+        ratios: Pairs = {}
+        times: dict[tuple[int, str], list[float]] = {}
         for _ in range(repeats):
-            for peer in PEERS:  # A B A C ...
-                ours = _ours(_our_batch, turns) / turns
-                theirs = worker.ask("turns", peer=peer, turns=turns, warm_up=WARM_UP)["ns"] / turns
-                pairs[peer].append((ours, theirs))
+            for length in LENGTHS:
+                batch = max(1, turns // length) * length  # whole conversations
+                for peer in PEERS:  # ours, ours + observer, theirs; then the next peer
+                    mine = {
+                        name: _ours(_our_batch, batch, length, name == "ours + observer") / batch
+                        for name in OURS
+                    }
+                    answer = worker.ask(
+                        "turns", peer=peer, turns=batch, length=length, warm_up=WARM_UP
+                    )
+                    theirs = answer["ns"] / batch
+                    times.setdefault((length, peer), []).append(theirs)
+                    for name, ns in mine.items():
+                        times.setdefault((length, name), []).append(ns)
+                        ratios.setdefault((length, peer, name), []).append(theirs / ns)
         long_ours = _ours(_ours_long, long_turns)
         long_theirs = {p: worker.ask("long", peer=p, turns=long_turns)["times"] for p in PEERS}
         memory_ours = _ours(_our_memory, count)
@@ -157,8 +203,8 @@ def compare(config: Config, python: str) -> dict[str, Any]:
     finally:
         worker.close()
     return _tabulate(
-        config,
-        pairs,
+        ratios,
+        times,
         long_ours,
         long_theirs,
         memory_ours,
@@ -172,9 +218,17 @@ def compare(config: Config, python: str) -> dict[str, Any]:
     )
 
 
+SPEED_TARGETS = {
+    # (length, peer, ours variant): limit on theirs / ours
+    (1, "lionagi (upstream)", "ours"): 25.0,
+    (1, "lionagi (upstream)", "ours + observer"): 10.0,
+    (1, "pydantic-ai", "ours"): 30.0,
+}
+
+
 def _tabulate(
-    config: Config,
-    pairs: dict[str, list[tuple[float, float]]],
+    ratios: Pairs,
+    times: dict[tuple[int, str], list[float]],
     long_ours: list[int],
     long_theirs: dict[str, list[int]],
     memory_ours: dict[str, Any],
@@ -184,38 +238,27 @@ def _tabulate(
 ) -> dict[str, Any]:
     window = sizes["window"]
     rows = []
-    targets = []
-    for peer in PEERS:
-        ratios = [theirs / ours for ours, theirs in pairs[peer]]
-        speedup = median(ratios)
-        theirs_long = long_theirs[peer]
+    for (length, peer, name), values in ratios.items():
         rows.append(
             {
+                "turns_per_conversation": length,
                 "peer": peer,
-                "ours_us_per_turn": us(median([o for o, _ in pairs[peer]])),
-                "theirs_us_per_turn": us(median([t for _, t in pairs[peer]])),
-                "theirs_over_ours": round(speedup, 1),
-                "pair_ratios": ", ".join(f"{r:.1f}" for r in ratios),
-                "theirs_long_first_us": us(median(theirs_long[:window])),
-                "theirs_long_last_us": us(median(theirs_long[-window:])),
-                "theirs_KiB_per_conversation": round(memory_theirs[peer]["bytes"] / 1024, 2),
-                "theirs_dropped_freed": (
-                    "refcount"
-                    if memory_theirs[peer]["by_refcount"]
-                    else "gc"
-                    if memory_theirs[peer]["after_gc"]
-                    else "NO"
-                ),
+                "ours": name,
+                "ours_us_per_turn": us(median(times[(length, name)])),
+                "theirs_us_per_turn": us(median(times[(length, peer)])),
+                "theirs_over_ours": round(median(values), 1),
+                "pair_ratios": ", ".join(f"{r:.1f}" for r in values),
             }
         )
-        targets.append(
-            target(
-                f"recorded turn >= 10x faster than {peer}",
-                speedup,
-                10.0,
-                higher_is_better=True,
-            )
+    targets = [
+        target(
+            f"{peer} / ours ({name}), {length}-turn conversations >= {limit:g}x",
+            median(ratios[(length, peer, name)]),
+            limit,
+            higher_is_better=True,
         )
+        for (length, peer, name), limit in SPEED_TARGETS.items()
+    ]
     ours_bytes = memory_ours["bytes"]
     pydantic_bytes = memory_theirs["pydantic-ai"]["bytes"]
     targets.append(
@@ -233,31 +276,63 @@ def _tabulate(
             ),
         )
     )
+    peer_rows = []
+    for peer in PEERS:
+        theirs_long = long_theirs[peer]
+        freed = memory_theirs[peer]
+        peer_rows.append(
+            {
+                "peer": peer,
+                "long_first_us": us(median(theirs_long[:window])),
+                "long_last_us": us(median(theirs_long[-window:])),
+                "KiB_per_conversation": round(freed["bytes"] / 1024, 2),
+                "dropped_freed": (
+                    "refcount" if freed["by_refcount"] else "gc" if freed["after_gc"] else "NO"
+                ),
+            }
+        )
+    peer_rows.append(
+        {
+            "peer": "ours",
+            "long_first_us": us(median(long_ours[:window])),
+            "long_last_us": us(median(long_ours[-window:])),
+            "KiB_per_conversation": round(ours_bytes / 1024, 2),
+            "dropped_freed": "see the memory scenario",
+        }
+    )
     return {
         "title": "Peers",
         "description": (
-            f"asyncio. {sizes['repeats']} pairs per peer of {sizes['turns']}-turn batches "
-            f"(fresh conversation every {RESET} turns), ours and theirs alternating; the ratio "
-            "is theirs/ours per pair, then the median. Long: one conversation of "
-            f"{sizes['long_turns']} turns, median of the first and last {window}. Memory: "
-            f"{sizes['count']} one-turn conversations kept alive (tracemalloc)."
+            f"asyncio. {sizes['repeats']} rounds; in each, for every conversation length and "
+            f"peer, {sizes['turns']} turns of ours, ours with an observer, and theirs, back to "
+            "back; each ratio is theirs/ours within a round, then the median. Conversations are "
+            "created inside the timed span; every side shares one model per process and makes "
+            "the same model call (an async function answering at once with constant usage). "
+            f"Long: one conversation of {sizes['long_turns']} turns, median of the first and "
+            f"last {window}. Memory: {sizes['count']} one-turn conversations kept alive "
+            "(tracemalloc), sharing one model."
         ),
         "columns": [
+            "turns_per_conversation",
             "peer",
+            "ours",
             "ours_us_per_turn",
             "theirs_us_per_turn",
             "theirs_over_ours",
             "pair_ratios",
-            "theirs_long_first_us",
-            "theirs_long_last_us",
-            "theirs_KiB_per_conversation",
-            "theirs_dropped_freed",
         ],
         "rows": rows,
-        "ours": {
-            "long_first_us": us(median(long_ours[:window])),
-            "long_last_us": us(median(long_ours[-window:])),
-            "KiB_per_conversation": round(ours_bytes / 1024, 2),
+        "tables": {
+            "Each side alone (long conversation, memory)": {
+                "columns": [
+                    "peer",
+                    "long_first_us",
+                    "long_last_us",
+                    "KiB_per_conversation",
+                    "dropped_freed",
+                ],
+                "rows": peer_rows,
+            }
         },
         "peer_versions": versions,
         "targets": targets,
