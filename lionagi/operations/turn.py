@@ -262,7 +262,10 @@ async def _in_step_group(
             error = exc
     finally:
         context.task_group = None
-    return value, error
+    try:
+        return value, error
+    finally:
+        error = None  # this frame is in the error's traceback: no cycle through its locals
 
 
 async def _between_steps(branch: Branch, scope: TurnScope, body: Callable[[], Awaitable[T]]) -> T:
@@ -276,7 +279,10 @@ async def _between_steps(branch: Branch, scope: TurnScope, body: Callable[[], Aw
     finally:
         _active_turn_var.reset(token)
     if error is not None:
-        raise error
+        try:
+            raise error
+        finally:
+            error = None  # the traceback holds this frame: break the cycle through it
     return value  # type: ignore[return-value]  # set whenever error is None
 
 
@@ -458,7 +464,10 @@ async def run_in_turn(
     finally:
         turn.release()
     if error is not None:
-        raise error
+        try:
+            raise error
+        finally:
+            error = None  # the traceback holds this frame: break the cycle through it
     return value  # type: ignore[return-value]  # set whenever error is None
 
 
