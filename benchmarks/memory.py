@@ -103,6 +103,19 @@ async def _after_turn(model: FunctionModel) -> tuple[weakref.ref[Branch], None]:
     return weakref.ref(branch), None
 
 
+async def _after_cancel_in_task(model: FunctionModel) -> tuple[weakref.ref[Branch], None]:
+    with anyio.CancelScope() as scope:
+
+        async def block(messages: Any, **options: Any) -> str:
+            scope.cancel()
+            await anyio.sleep_forever()
+            return REPLY
+
+        branch = Branch(system=SYSTEM, chat_model=FunctionModel(block))
+        await branch.chat_and_record(PROMPT)
+    return weakref.ref(branch), None
+
+
 async def _after_cancel(model: FunctionModel) -> tuple[weakref.ref[Branch], None]:
     entered = anyio.Event()
 
@@ -130,7 +143,8 @@ async def _in_session(model: FunctionModel) -> tuple[weakref.ref[Branch], Sessio
 
 CASES = {
     "after a recorded turn": _after_turn,
-    "after a turn cancelled mid-model-call": _after_cancel,
+    "after a turn cancelled mid-model-call by the caller's cancel scope": _after_cancel_in_task,
+    "after a turn cancelled mid-model-call in a task group": _after_cancel,
     "removed from its Session (Session kept)": _in_session,
 }
 
@@ -197,7 +211,11 @@ def run(config: Config) -> dict[str, Any]:
                 "Freed by reference counting as soon as the last reference goes (the history "
                 "holds its Branch weakly)."
                 if by_refcount
-                else "Some cases were freed only by the cyclic collector: see the table."
+                else "Some cases were freed only by the cyclic collector: see the table. On "
+                "asyncio, a task that anyio's task group cancelled stays in a reference cycle "
+                "inside anyio (its task-done callback keeps the task's final CancelledError, "
+                "whose traceback holds the task's frames) whatever the task ran; with a cancel "
+                "scope in the caller's own task the Branch is freed by reference counting."
             ),
         }
     )
