@@ -35,7 +35,14 @@ from lionagi._compat import spawn_detached
 from lionagi.errors import ConfigurationError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
 from lionagi.session.control import StopStream, check_control
-from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, build_run_end
+from lionagi.session.signal import (
+    MessageAdded,
+    RunEnd,
+    RunFailed,
+    RunStart,
+    build_run_end,
+    current_op_id,
+)
 
 if TYPE_CHECKING:
     from lionagi.protocols.messages import Message
@@ -384,6 +391,7 @@ class _Turn:
             branch_id=self.branch.id,
             turn_id=self.context.turn_id,
             operation=self.context.operation,
+            op_id=current_op_id.get(),
         )
         # Shielded: once started, every observer sees RunStart before the turn's terminal.
         with anyio.CancelScope(shield=True):
@@ -407,12 +415,14 @@ class _Turn:
                 usage=context.usage,
                 num_turns=context.model_calls,
                 operation=context.operation,
+                op_id=current_op_id.get(),
             )
         else:
             signal = RunFailed(
                 branch_id=self.branch.id,
                 turn_id=context.turn_id,
                 operation=context.operation,
+                op_id=current_op_id.get(),
                 data=error,
                 duration_ms=duration_ms,
             )

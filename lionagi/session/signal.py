@@ -1,14 +1,18 @@
 """Signals: what observers are told about a Branch.
 
 Lifecycle signals (:class:`RunStart`, :class:`RunEnd`, :class:`RunFailed`) carry the ``turn_id``
-of the top-level turn they describe; :class:`MessageAdded` carries it when the message was
-recorded inside a live turn. UUIDs serialize to their string form.
+of the top-level turn they describe, and the ``op_id`` of the flow node that turn runs (None
+outside a flow); :class:`MessageAdded` carries the ``turn_id`` when the message was recorded
+inside a live turn. Flow signals (:class:`FlowStart`, :class:`NodeStart`, :class:`NodeEnd`,
+:class:`NodeFailed`, :class:`NodeSkipped`, :class:`FlowEnd`) describe a
+:meth:`~lionagi.session.session.Session.flow`. UUIDs serialize to their string form.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
@@ -17,17 +21,30 @@ from lionagi.protocols.messages import Message, Usage
 
 __all__ = [
     "SIGNAL_SCHEMA_VERSION",
+    "FlowEnd",
+    "FlowSignal",
+    "FlowStart",
     "MessageAdded",
+    "NodeEnd",
+    "NodeFailed",
+    "NodeSignal",
+    "NodeSkipped",
+    "NodeStart",
     "RunEnd",
     "RunFailed",
     "RunStart",
     "Signal",
     "ToolFailed",
     "build_run_end",
+    "current_op_id",
 ]
 
 #: Bumped only for incompatible changes; additive nullable fields (like ``turn_id``) keep it.
 SIGNAL_SCHEMA_VERSION = 1
+
+#: The flow node the current task runs, read by the turn driver when it builds lifecycle
+#: signals. Set only by the flow executor, in the node's own task.
+current_op_id: ContextVar[str | None] = ContextVar("lionagi_current_op_id", default=None)
 
 
 def _error_text(error: BaseException | None) -> str | None:
@@ -53,6 +70,7 @@ class RunStart(Signal):
 
     turn_id: UUID | None = None
     operation: str | None = None
+    op_id: str | None = None
 
 
 class RunEnd(Signal):
@@ -60,6 +78,7 @@ class RunEnd(Signal):
 
     turn_id: UUID | None = None
     operation: str | None = None
+    op_id: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     total_cost_usd: float = 0.0
@@ -72,6 +91,7 @@ class RunFailed(Signal):
 
     turn_id: UUID | None = None
     operation: str | None = None
+    op_id: str | None = None
     data: BaseException | None = None
     duration_ms: float = 0.0
 
@@ -115,6 +135,7 @@ def build_run_end(
     usage: Usage | None = None,
     num_turns: int = 0,
     operation: str | None = None,
+    op_id: str | None = None,
 ) -> RunEnd:
     """The :class:`RunEnd` for a finished turn of ``branch``.
 
@@ -128,9 +149,70 @@ def build_run_end(
         branch_id=getattr(branch, "id", None),
         turn_id=turn_id,
         operation=operation,
+        op_id=op_id,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         total_cost_usd=usage.cost_usd or 0.0,
         num_turns=num_turns,
         duration_ms=duration_ms,
     )
+
+
+# -- flow signals -------------------------------------------------------------------------------
+class FlowSignal(Signal):
+    """Base of the signals of one :meth:`~lionagi.session.session.Session.flow` run."""
+
+    flow_id: UUID
+
+
+class FlowStart(FlowSignal):
+    """A flow validated its graph and is about to start its first node."""
+
+    node_count: int = 0
+
+
+class NodeSignal(FlowSignal):
+    """Base of the signals about one node: ``op_id`` is the node id, ``name`` its reference."""
+
+    op_id: str
+    name: str | None = None
+
+
+class NodeStart(NodeSignal):
+    """A node's dependencies are met and it is about to run its turn on ``branch_id``."""
+
+
+class NodeEnd(NodeSignal):
+    """A node's turn returned; ``turn_id`` is that turn."""
+
+    turn_id: UUID | None = None
+    duration_ms: float = 0.0
+
+
+class NodeFailed(NodeSignal):
+    """A node's turn raised or was cancelled (``data`` holds the exception)."""
+
+    turn_id: UUID | None = None
+    data: BaseException | None = None
+    duration_ms: float = 0.0
+
+    @field_serializer("data")
+    def _serialize_data(self, data: BaseException | None) -> str | None:
+        return _error_text(data)
+
+
+class NodeSkipped(NodeSignal):
+    """A node did not run: a dependency failed or was skipped, or no edge condition held."""
+
+    reason: str = ""
+
+
+class FlowEnd(FlowSignal):
+    """A flow ended: every node it started has finished (``status`` says how the flow ended)."""
+
+    status: Literal["completed", "failed", "cancelled"] = "completed"
+    completed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    cancelled: int = 0
+    duration_ms: float = 0.0
