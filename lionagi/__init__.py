@@ -8,8 +8,11 @@ in arrival order, each owns its nested work and signals, and each ends with exac
 
 from lionagi.errors import (
     ActionError,
+    BranchNotFoundError,
     ConfigurationError,
     DuplicateToolError,
+    FlowError,
+    GraphCycleError,
     LionError,
     OperationError,
     ParseError,
@@ -19,6 +22,9 @@ from lionagi.errors import (
     ToolTimeoutError,
     UnauthorizedActionError,
 )
+from lionagi.ln import alcall, bcall
+from lionagi.operations.builder import Builder, ExpansionStrategy, OperationGraphBuilder
+from lionagi.operations.graph import OperationGraph, OperationNode, ResultCondition
 from lionagi.operations.turn import TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
 from lionagi.protocols.context_providers import (
@@ -52,8 +58,22 @@ from lionagi.service.imodel import iModel
 from lionagi.service.types import ModelResponse
 from lionagi.session.branch import Branch
 from lionagi.session.control import LoopBreak, LoopControl, LoopDirective, StopStream
+from lionagi.session.flow import FlowEvent, FlowStream
 from lionagi.session.session import Session
-from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Signal, ToolFailed
+from lionagi.session.signal import (
+    FlowEnd,
+    FlowStart,
+    MessageAdded,
+    NodeEnd,
+    NodeFailed,
+    NodeSkipped,
+    NodeStart,
+    RunEnd,
+    RunFailed,
+    RunStart,
+    Signal,
+    ToolFailed,
+)
 
 __version__ = "0.1.0"
 
@@ -65,10 +85,19 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "Branch",
+    "BranchNotFoundError",
+    "Builder",
     "ConfigurationError",
     "ContextProvider",
     "ContextProviderRegistry",
     "DuplicateToolError",
+    "ExpansionStrategy",
+    "FlowEnd",
+    "FlowError",
+    "FlowEvent",
+    "FlowStart",
+    "FlowStream",
+    "GraphCycleError",
     "Instruction",
     "LionError",
     "LoopBreak",
@@ -78,13 +107,21 @@ __all__ = [
     "MessageAdded",
     "MessageManager",
     "ModelResponse",
+    "NodeEnd",
+    "NodeFailed",
+    "NodeSkipped",
+    "NodeStart",
     "OperationError",
+    "OperationGraph",
+    "OperationGraphBuilder",
+    "OperationNode",
     "ParseError",
     "ProtocolError",
     "ProviderError",
     "ProviderReport",
     "ProviderTimeout",
     "RateLimitError",
+    "ResultCondition",
     "RunEnd",
     "RunFailed",
     "RunStart",
@@ -109,5 +146,7 @@ __all__ = [
     "UnknownProviderError",
     "Usage",
     "__version__",
+    "alcall",
+    "bcall",
     "iModel",
 ]

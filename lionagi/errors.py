@@ -8,8 +8,11 @@ from __future__ import annotations
 
 __all__ = [
     "ActionError",
+    "BranchNotFoundError",
     "ConfigurationError",
     "DuplicateToolError",
+    "FlowError",
+    "GraphCycleError",
     "LionError",
     "OperationError",
     "ParseError",
@@ -78,3 +81,26 @@ class ParseError(LionError, ValueError):
         self.schema = schema
         self.detail = detail
         self.text = text
+
+
+class BranchNotFoundError(LionError, KeyError):
+    """A Session has no branch with the given id or name."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "branch not found"
+
+
+class FlowError(LionError, RuntimeError):
+    """An operation graph or flow was used in a way that cannot work (see the message)."""
+
+
+class GraphCycleError(FlowError, ValueError):
+    """An operation graph has a dependency cycle; ``cycle`` lists its node names in order."""
+
+    def __init__(self, cycle: list[str]) -> None:
+        shown = " -> ".join([*cycle, cycle[0]]) if cycle else "(empty)"
+        super().__init__(
+            f"operation graph has a dependency cycle: {shown}; remove one of these "
+            "dependencies so the graph is acyclic"
+        )
+        self.cycle = cycle

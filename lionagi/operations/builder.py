@@ -1,0 +1,402 @@
+"""Build operation graphs step by step: ``Builder`` (also ``OperationGraphBuilder``).
+
+Each ``add_*`` call validates the node's parameters against its operation at once, so a typo
+is an error where the graph is built, not when a flow reaches the node. ``get_graph()`` returns
+the :class:`~lionagi.operations.graph.OperationGraph` after checking it has no cycle; run it
+with :meth:`~lionagi.session.session.Session.flow`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from lionagi.errors import FlowError
+from lionagi.operations.graph import (
+    Condition,
+    OperationGraph,
+    OperationNode,
+    ResultCondition,
+    validate_operation,
+)
+
+__all__ = ["Builder", "ExpansionStrategy", "OperationGraphBuilder"]
+
+Operation = str | Callable[..., Any]
+
+
+class ExpansionStrategy(StrEnum):
+    """How :meth:`OperationGraphBuilder.expand_from_result` links the nodes it adds."""
+
+    CONCURRENT = "concurrent"  # source -> each item
+    SEQUENTIAL = "sequential"  # source -> item0 -> item1 -> ...
+    SEQUENTIAL_CONCURRENT_CHUNK = "sequential_concurrent_chunk"  # chunks in sequence
+    CONCURRENT_SEQUENTIAL_CHUNK = "concurrent_sequential_chunk"  # chains side by side
+
+
+class OperationGraphBuilder:
+    """Adds operations with dependencies to one graph; ``get_graph()`` returns it.
+
+    An operation is a Branch operation name (``"communicate"``, ``"operate"``, ``"chat"``,
+    ``"ReAct"``, ``"parse"``, ``"interpret"``, ...) or a callable ``(branch, **parameters)``.
+    Node ids are UUIDs; ``node_id="name"`` gives a node a name usable wherever a node is
+    expected (``depends_on=["name"]``) and in the flow's context keys.
+    """
+
+    def __init__(self, name: str = "DynamicGraph") -> None:
+        self.name = name
+        self.graph = OperationGraph(name)
+        self._heads: list[UUID] = []  # the current leaves, for aggregation defaults
+        self.last_operation_id: UUID | None = None
+
+    # -- nodes ---------------------------------------------------------------------------
+    def add_operation(
+        self,
+        operation: Operation,
+        node_id: str | None = None,
+        depends_on: Any = None,
+        inherit_context: bool = False,
+        branch: Any = None,
+        *,
+        condition: Condition | None = None,
+        conditions: Mapping[Any, Condition] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        **operation_params: Any,
+    ) -> UUID:
+        """Add one node; returns its id.
+
+        ``depends_on`` is a node (id, name) or a list of them. ``inherit_context=True`` runs
+        the node on its first dependency's branch, continuing that conversation; ``branch=``
+        (a Branch, its id or name) pins the node to a branch; otherwise the node runs on a
+        fork of the flow's default branch. ``condition`` (with one dependency) or
+        ``conditions`` (dependency -> condition) gate the node on the dependencies' results.
+        ``parameters`` and ``**operation_params`` are the operation's parameters.
+        """
+        deps = self._refs(depends_on)
+        params = {**(parameters or {}), **operation_params}
+        node = self._node(
+            operation,
+            params,
+            name=node_id,
+            branch=branch,
+            inherit_context=inherit_context,
+            deps=deps,
+            metadata=metadata,
+        )
+        edge_conditions = self._conditions(deps, condition, conditions)
+        self._insert(node, deps, edge_conditions)
+        return node.id
+
+    def then(self, previous: Any, operation: Operation, **kwargs: Any) -> UUID:
+        """Add a node that depends on ``previous``."""
+        return self.add_operation(operation, depends_on=[previous], **kwargs)
+
+    def add_aggregation(
+        self,
+        operation: Operation,
+        node_id: str | None = None,
+        source_node_ids: Any = None,
+        inherit_context: bool = False,
+        inherit_from_source: int = 0,
+        branch: Any = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        **operation_params: Any,
+    ) -> UUID:
+        """Add a node that depends on every source (default: the current leaves); its
+        instruction context carries the sources' results. ``inherit_context=True`` continues
+        the conversation of ``source_node_ids[inherit_from_source]``."""
+        sources = self._refs(source_node_ids) if source_node_ids is not None else list(self._heads)
+        if not sources:
+            raise FlowError("add_aggregation: no source nodes; add operations first or pass them")
+        if not 0 <= inherit_from_source < len(sources):
+            raise FlowError(
+                f"add_aggregation: inherit_from_source={inherit_from_source} is out of range "
+                f"for {len(sources)} sources"
+            )
+        params = {**(parameters or {}), **operation_params}
+        node = self._node(
+            operation,
+            params,
+            name=node_id,
+            branch=branch,
+            inherit_context=inherit_context,
+            deps=sources[inherit_from_source:] + sources[:inherit_from_source],
+            metadata=metadata,
+        )
+        node.aggregation = True
+        self._insert(node, sources, {}, label=None)
+        return node.id
+
+    def expand_from_result(
+        self,
+        items: Iterable[Any],
+        source_node_id: Any,
+        operation: Operation,
+        strategy: ExpansionStrategy | str = ExpansionStrategy.CONCURRENT,
+        inherit_context: bool = False,
+        *,
+        chain_context: bool = False,
+        chunk_size: int | None = None,
+        branch: Any = None,
+        **shared_params: Any,
+    ) -> list[UUID]:
+        """Add one node per item after ``source_node_id``; returns their ids.
+
+        A pydantic item supplies that node's parameters (``shared_params`` win); any other
+        item reaches the node's context as ``item`` (with ``item_index``).
+        ``strategy`` links them: ``concurrent`` (all after the source), ``sequential`` (a
+        chain), or chunks of ``chunk_size`` run in sequence (``sequential_concurrent_chunk``)
+        or as parallel chains (``concurrent_sequential_chunk``). With ``inherit_context`` each
+        node continues the source's conversation (``chain_context``: the previous item's, in a
+        sequential chain).
+        """
+        try:
+            chosen = ExpansionStrategy(strategy)
+        except ValueError:
+            known = ", ".join(s.value for s in ExpansionStrategy)
+            raise FlowError(
+                f"unknown expansion strategy {strategy!r}; use one of {known}"
+            ) from None
+        chunked = chosen in (
+            ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK,
+            ExpansionStrategy.CONCURRENT_SEQUENTIAL_CHUNK,
+        )
+        if chunked and (chunk_size is None or chunk_size <= 0):
+            raise FlowError(f"strategy {chosen.value!r} needs chunk_size > 0")
+        source = self.graph.resolve(source_node_id)
+        item_list = list(items)
+        size = chunk_size if chunked and chunk_size else max(len(item_list), 1)
+        chunks = [item_list[i : i + size] for i in range(0, len(item_list), size)]
+        created: list[UUID] = []
+        frontier: list[UUID] = []
+        previous_layer = [source]
+        for chunk in chunks:
+            layer: list[UUID] = []
+            chain_prev = source
+            for item in chunk:
+                index = len(created)
+                if chosen is ExpansionStrategy.CONCURRENT:
+                    deps = [source]
+                elif chosen is ExpansionStrategy.SEQUENTIAL:
+                    deps = [created[-1] if created else source]
+                elif chosen is ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK:
+                    deps = list(previous_layer)
+                else:
+                    deps = [chain_prev]
+                params = self._item_params(item, index, shared_params)
+                primary = deps[0] if (chain_context and deps[0] != source) else source
+                node = self._node(
+                    operation,
+                    params,
+                    name=None,
+                    branch=branch,
+                    inherit_context=inherit_context,
+                    deps=[primary],
+                    metadata={
+                        "expansion_source": source,
+                        "expansion_index": index,
+                        "expansion_strategy": chosen.value,
+                    },
+                )
+                self.graph.add_node(node)
+                for dep in deps:
+                    self.graph.add_edge(dep, node.id, label=None)
+                created.append(node.id)
+                layer.append(node.id)
+                chain_prev = node.id
+            previous_layer = layer
+            if chosen is ExpansionStrategy.CONCURRENT_SEQUENTIAL_CHUNK:
+                frontier.append(layer[-1])
+        if chosen is ExpansionStrategy.CONCURRENT:
+            frontier = created
+        elif chosen is ExpansionStrategy.SEQUENTIAL:
+            frontier = created[-1:]
+        elif chosen is ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK:
+            frontier = previous_layer if created else []
+        self._heads = [head for head in self._heads if head != source] + frontier
+        if created:
+            self.last_operation_id = created[-1]
+        return created
+
+    def add_conditional_branch(
+        self,
+        condition_check_op: Operation,
+        true_op: Operation,
+        false_op: Operation | None = None,
+        *,
+        depends_on: Any = None,
+        condition_key: str | None = None,
+        condition_value: Any = True,
+        true_condition: Condition | None = None,
+        false_condition: Condition | None = None,
+        true_params: Mapping[str, Any] | None = None,
+        false_params: Mapping[str, Any] | None = None,
+        **check_params: Any,
+    ) -> dict[str, UUID]:
+        """Add a check node and the node(s) that run when its result holds or not.
+
+        The check depends on ``depends_on`` (default: the current leaves). By default the true
+        node runs when the check's result is truthy and the false node otherwise; with
+        ``condition_key`` the value at that key must equal ``condition_value``. Returns
+        ``{"check": id, "true": id, "false": id}`` (no ``"false"`` without ``false_op``).
+        """
+        if condition_key is not None:
+            holds: Condition = ResultCondition(
+                key=condition_key, equals=condition_value, use_equals=True
+            )
+            fails: Condition = ResultCondition(
+                key=condition_key, equals=condition_value, use_equals=True, negate=True
+            )
+        else:
+            holds, fails = ResultCondition(), ResultCondition(negate=True)
+        deps = self._refs(depends_on) if depends_on is not None else list(self._heads)
+        check = self.add_operation(condition_check_op, depends_on=deps, **check_params)
+        ids = {"check": check}
+        ids["true"] = self.add_operation(
+            true_op,
+            depends_on=[check],
+            condition=true_condition or holds,
+            parameters=true_params,
+        )
+        if false_op is not None:
+            ids["false"] = self.add_operation(
+                false_op,
+                depends_on=[check],
+                condition=false_condition or fails,
+                parameters=false_params,
+            )
+        self._heads = [i for key, i in ids.items() if key != "check"]
+        return ids
+
+    def add_edge(self, head: Any, tail: Any, *, condition: Condition | None = None) -> None:
+        """Make an existing node ``tail`` depend on an existing node ``head``.
+
+        This is the one way to add a cycle by mistake; :meth:`get_graph` rejects it.
+        """
+        self.graph.add_edge(head, tail, condition=condition)
+        self._heads = [h for h in self._heads if h != self.graph.resolve(head)]
+
+    # -- the result ----------------------------------------------------------------------
+    def get_graph(self) -> OperationGraph:
+        """The graph, after checking it is acyclic (raises :class:`GraphCycleError`)."""
+        return self.graph.validate()
+
+    def get_node_by_reference(self, reference_id: str) -> OperationNode | None:
+        """The node named ``reference_id`` at build time, or None."""
+        try:
+            return self.graph.get_node(reference_id)
+        except FlowError:
+            return None
+
+    def visualize_state(self) -> dict[str, Any]:
+        """A summary of the graph: node and edge counts, roots, leaves, current heads."""
+        nodes = self.graph.nodes
+        return {
+            "name": self.name,
+            "total_nodes": len(nodes),
+            "edges": len(self.graph.edges),
+            "roots": [i for i in nodes if not self.graph.predecessors(i)],
+            "leaves": [i for i in nodes if not self.graph.successors(i)],
+            "current_heads": list(self._heads),
+        }
+
+    # -- helpers -------------------------------------------------------------------------
+    def _refs(self, refs: Any) -> list[UUID]:
+        if refs is None:
+            return []
+        if isinstance(refs, str | UUID | OperationNode):
+            refs = [refs]
+        return [self.graph.resolve(ref) for ref in refs]
+
+    def _node(
+        self,
+        operation: Operation,
+        params: dict[str, Any],
+        *,
+        name: str | None,
+        branch: Any,
+        inherit_context: bool,
+        deps: Sequence[UUID],
+        metadata: Mapping[str, Any] | None,
+    ) -> OperationNode:
+        where = f"node {name!r}" if name else f"node #{len(self.graph) + 1}"
+        if name is not None and (not isinstance(name, str) or not name):
+            raise FlowError(f"node_id must be a non-empty string name, got {name!r}")
+        if name is not None and name in self.graph:
+            raise FlowError(f"node name {name!r} is already used in this graph; names are unique")
+        validate_operation(operation, params, where)
+        if inherit_context and not deps:
+            raise FlowError(f"{where}: inherit_context=True needs a dependency to inherit from")
+        if inherit_context and branch is not None:
+            raise FlowError(
+                f"{where}: pass either inherit_context=True (continue the dependency's "
+                "branch) or branch=..., not both"
+            )
+        return OperationNode(
+            operation=operation,
+            parameters=params,
+            name=name,
+            branch=branch,
+            inherit_context=inherit_context,
+            primary_dependency=deps[0] if inherit_context else None,
+            metadata=dict(metadata or {}),
+        )
+
+    def _conditions(
+        self,
+        deps: list[UUID],
+        condition: Condition | None,
+        conditions: Mapping[Any, Condition] | None,
+    ) -> dict[UUID, Condition]:
+        if condition is not None:
+            if conditions:
+                raise FlowError("pass condition= or conditions=, not both")
+            if len(deps) != 1:
+                raise FlowError(
+                    f"condition= needs exactly one dependency, got {len(deps)}; use "
+                    "conditions={dependency: condition}"
+                )
+            return {deps[0]: condition}
+        out: dict[UUID, Condition] = {}
+        for ref, cond in (conditions or {}).items():
+            dep = self.graph.resolve(ref)
+            if dep not in deps:
+                raise FlowError(f"conditions names {ref!r}, which is not in depends_on")
+            out[dep] = cond
+        return out
+
+    def _insert(
+        self,
+        node: OperationNode,
+        deps: list[UUID],
+        conditions: Mapping[UUID, Condition],
+        label: str | None = None,
+    ) -> None:
+        self.graph.add_node(node)
+        for dep in deps:
+            self.graph.add_edge(dep, node.id, condition=conditions.get(dep), label=label)
+        consumed = set(deps)
+        self._heads = [h for h in self._heads if h not in consumed] + [node.id]
+        self.last_operation_id = node.id
+
+    @staticmethod
+    def _item_params(item: Any, index: int, shared: Mapping[str, Any]) -> dict[str, Any]:
+        if isinstance(item, BaseModel):  # e.g. an instruction model from an operate() result
+            return {**item.model_dump(), **shared}
+        context = shared.get("context")
+        merged = dict(context) if isinstance(context, Mapping) else {}
+        if context is not None and not isinstance(context, Mapping):
+            merged["original_context"] = context
+        merged.update({"item": item, "item_index": index})
+        return {**shared, "context": merged}
+
+
+#: The upstream short name.
+Builder = OperationGraphBuilder

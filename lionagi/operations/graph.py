@@ -1,0 +1,387 @@
+"""The operation graph a :class:`~lionagi.operations.builder.Builder` produces.
+
+Nodes are operations (a Branch operation name or an async callable) with their parameters;
+an edge ``head -> tail`` says ``tail`` depends on ``head`` and may carry a condition over the
+head's result. The graph is plain data: it knows nothing about sessions or runs, so one graph
+can be run by several :meth:`~lionagi.session.session.Session.flow` calls.
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID, uuid4
+
+from lionagi.errors import FlowError, GraphCycleError, OperationError
+
+__all__ = [
+    "NODE_OPERATIONS",
+    "Condition",
+    "Edge",
+    "OperationGraph",
+    "OperationNode",
+    "ResultCondition",
+]
+
+#: A condition over a dependency's result: ``condition(result) -> bool`` (sync or async).
+Condition = Callable[[Any], bool | Awaitable[bool]]
+
+#: Branch operations a node may name, and the parameter that names an explicit model for it.
+NODE_OPERATIONS: Mapping[str, str | None] = {
+    "chat": "imodel",
+    "chat_and_record": "imodel",
+    "communicate": "chat_model",
+    "operate": "chat_model",
+    "parse": "parse_model",
+    "interpret": "interpret_model",
+    "ReAct": "chat_model",
+    "ReActStream": "chat_model",
+    "run": "chat_model",
+    "act": None,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ResultCondition:
+    """An edge condition over the dependency's result.
+
+    ``key`` reads a dotted path from the result (mapping keys or attributes). With
+    ``use_equals`` the value must equal ``equals``; otherwise its truthiness must be
+    ``expected_truthy``. ``negate`` inverts the outcome.
+    """
+
+    key: str | None = None
+    equals: Any = None
+    use_equals: bool = False
+    expected_truthy: bool = True
+    negate: bool = False
+
+    def __call__(self, result: Any) -> bool:
+        value = result
+        if self.key:
+            for part in self.key.split("."):
+                if isinstance(value, Mapping):
+                    value = value.get(part)
+                else:
+                    value = getattr(value, part, None)
+                if value is None:
+                    break
+        matched = value == self.equals if self.use_equals else bool(value) is self.expected_truthy
+        return matched is not self.negate
+
+
+@dataclass(eq=False, slots=True)
+class OperationNode:
+    """One operation of a graph. ``name`` is the optional reference given at build time."""
+
+    operation: str | Callable[..., Any]
+    parameters: dict[str, Any]
+    name: str | None = None
+    branch: Any = None  # a Branch, its id, or its name; None: a fork of the default branch
+    inherit_context: bool = False
+    primary_dependency: UUID | None = None
+    aggregation: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: UUID = field(default_factory=uuid4)
+
+    @property
+    def operation_name(self) -> str:
+        op = self.operation
+        return op if isinstance(op, str) else getattr(op, "__name__", type(op).__name__)
+
+    @property
+    def label(self) -> str:
+        """The name given at build time, else the operation and a short id."""
+        return self.name or f"{self.operation_name}:{str(self.id)[:8]}"
+
+    def accepts_context(self) -> bool:
+        """Whether the flow can hand this node its dependencies' results as ``context=``."""
+        target = _signature_target(self.operation)
+        params = inspect.signature(target).parameters.values()
+        if isinstance(self.operation, str):  # **options of a Branch method are model options
+            return any(p.name == "context" for p in params)
+        return any(p.name == "context" or p.kind is p.VAR_KEYWORD for p in params)
+
+    def model_parameter(self) -> str | None:
+        """The parameter that names an explicit model for this node's operation, if any."""
+        if isinstance(self.operation, str):
+            return NODE_OPERATIONS.get(self.operation)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """``tail`` depends on ``head``; with a ``condition``, ``tail`` runs along this edge only
+    if the condition holds for the head's result."""
+
+    head: UUID
+    tail: UUID
+    condition: Condition | None = None
+    label: str | None = None
+
+
+def _signature_target(operation: str | Callable[..., Any]) -> Callable[..., Any]:
+    if isinstance(operation, str):
+        from lionagi.session.branch import Branch
+
+        method: Callable[..., Any] = getattr(Branch, operation)
+        return method
+    return operation
+
+
+def validate_operation(
+    operation: str | Callable[..., Any], parameters: Mapping[str, Any], where: str
+) -> None:
+    """Check at build time that ``operation`` exists and accepts ``parameters``.
+
+    A Branch operation is checked against its method signature; a callable against
+    ``(branch, **parameters)``. Raises :class:`OperationError` naming the node and the value.
+    """
+    if isinstance(operation, str):
+        if operation not in NODE_OPERATIONS:
+            known = ", ".join(NODE_OPERATIONS)
+            raise OperationError(
+                f"{where}: unknown operation {operation!r}; use one of {known}, or pass an "
+                "async callable (branch, **parameters)"
+            )
+    elif not callable(operation):
+        raise OperationError(
+            f"{where}: operation must be an operation name or a callable, got "
+            f"{type(operation).__name__}"
+        )
+    if "branch" in parameters:
+        raise OperationError(
+            f"{where}: 'branch' is the node's branch, not an operation parameter; pass "
+            "branch= to add_operation"
+        )
+    target = _signature_target(operation)
+    name = operation if isinstance(operation, str) else getattr(operation, "__name__", "?")
+    signature = inspect.signature(target)
+    accepted = list(signature.parameters.values())[1:]  # after self / branch
+    if not any(p.kind is p.VAR_KEYWORD for p in accepted):
+        accepts = {p.name for p in accepted if p.kind not in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY)}
+        unknown = [key for key in parameters if key not in accepts]
+        if unknown:
+            raise OperationError(
+                f"{where}: {name}() has no parameter {', '.join(map(repr, unknown))}; it takes "
+                f"{', '.join(sorted(accepts)) or 'no parameters'}"
+            )
+    try:
+        signature.bind(None, **parameters)
+    except TypeError as exc:
+        raise OperationError(f"{where}: {name}() cannot take these parameters: {exc}") from None
+
+
+class OperationGraph:
+    """A directed acyclic graph of :class:`OperationNode` in insertion order."""
+
+    __slots__ = ("_incoming", "_outgoing", "_refs", "name", "nodes")
+
+    def __init__(self, name: str = "DynamicGraph") -> None:
+        self.name = name
+        self.nodes: dict[UUID, OperationNode] = {}
+        self._refs: dict[str, UUID] = {}
+        self._incoming: dict[UUID, list[Edge]] = {}
+        self._outgoing: dict[UUID, list[Edge]] = {}
+
+    # -- building ------------------------------------------------------------------------
+    def add_node(self, node: OperationNode) -> UUID:
+        if node.id in self.nodes:
+            raise FlowError(f"node {node.label} is already in the graph")
+        if node.name is not None:
+            if node.name in self._refs:
+                raise FlowError(
+                    f"node name {node.name!r} is already used in this graph; names are unique"
+                )
+            self._refs[node.name] = node.id
+        self.nodes[node.id] = node
+        self._incoming[node.id] = []
+        self._outgoing[node.id] = []
+        return node.id
+
+    def add_edge(
+        self,
+        head: Any,
+        tail: Any,
+        *,
+        condition: Condition | None = None,
+        label: str | None = None,
+    ) -> Edge:
+        """Make ``tail`` depend on ``head`` (each a node, its id or its name)."""
+        if condition is not None and not callable(condition):
+            raise FlowError(f"edge condition must be callable (result) -> bool, got {condition!r}")
+        edge = Edge(self.resolve(head), self.resolve(tail), condition, label)
+        if edge.head == edge.tail:
+            raise GraphCycleError([self.nodes[edge.head].label])
+        if any(e.head == edge.head for e in self._incoming[edge.tail]):
+            raise FlowError(
+                f"{self.nodes[edge.tail].label} already depends on {self.nodes[edge.head].label}"
+            )
+        self._incoming[edge.tail].append(edge)
+        self._outgoing[edge.head].append(edge)
+        return edge
+
+    # -- reading -------------------------------------------------------------------------
+    def resolve(self, ref: Any) -> UUID:
+        """The id of the node ``ref`` names: a node, its id (or id string) or its name."""
+        if isinstance(ref, OperationNode):
+            ref = ref.id
+        if isinstance(ref, UUID):
+            if ref in self.nodes:
+                return ref
+        elif isinstance(ref, str):
+            if ref in self._refs:
+                return self._refs[ref]
+            try:
+                as_id = UUID(ref)
+            except ValueError:
+                as_id = None
+            if as_id is not None and as_id in self.nodes:
+                return as_id
+        raise FlowError(f"no node {ref!r} in graph {self.name!r}")
+
+    def get_node(self, ref: Any) -> OperationNode:
+        return self.nodes[self.resolve(ref)]
+
+    def incoming(self, node_id: UUID) -> list[Edge]:
+        return self._incoming[node_id]
+
+    def predecessors(self, node_id: UUID) -> list[UUID]:
+        return [edge.head for edge in self._incoming[node_id]]
+
+    def successors(self, node_id: UUID) -> list[UUID]:
+        return [edge.tail for edge in self._outgoing[node_id]]
+
+    @property
+    def edges(self) -> list[Edge]:
+        return [edge for edges in self._incoming.values() for edge in edges]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[OperationNode]:
+        return iter(self.nodes.values())
+
+    def __contains__(self, ref: object) -> bool:
+        try:
+            self.resolve(ref)
+        except FlowError:
+            return False
+        return True
+
+    # -- checks and order ----------------------------------------------------------------
+    def find_cycle(self) -> list[UUID] | None:
+        """One dependency cycle (its node ids in order), or None when the graph is acyclic."""
+        white, grey, black = 0, 1, 2
+        color = dict.fromkeys(self.nodes, white)
+        for start in self.nodes:
+            if color[start] != white:
+                continue
+            path: list[UUID] = [start]
+            stack: list[Iterator[UUID]] = [iter(self.successors(start))]
+            color[start] = grey
+            while stack:
+                child = next(stack[-1], None)
+                if child is None:
+                    stack.pop()
+                    color[path.pop()] = black
+                elif color[child] == grey:
+                    return path[path.index(child) :]
+                elif color[child] == white:
+                    color[child] = grey
+                    path.append(child)
+                    stack.append(iter(self.successors(child)))
+        return None
+
+    def validate(self) -> OperationGraph:
+        """Raise :class:`GraphCycleError` naming a cycle, if there is one; return the graph."""
+        cycle = self.find_cycle()
+        if cycle is not None:
+            raise GraphCycleError([self.nodes[node_id].label for node_id in cycle])
+        return self
+
+    def topological_order(self) -> list[UUID]:
+        """Every node after its dependencies; among ready nodes, insertion order first."""
+        index = {node_id: i for i, node_id in enumerate(self.nodes)}
+        remaining = {node_id: len(edges) for node_id, edges in self._incoming.items()}
+        ready = [index[node_id] for node_id, count in remaining.items() if count == 0]
+        ids = list(self.nodes)
+        order: list[UUID] = []
+        while ready:
+            node_id = ids[heapq.heappop(ready)]
+            order.append(node_id)
+            for succ in self.successors(node_id):
+                remaining[succ] -= 1
+                if remaining[succ] == 0:
+                    heapq.heappush(ready, index[succ])
+        if len(order) != len(self.nodes):
+            self.validate()
+        return order
+
+    # -- rendering -----------------------------------------------------------------------
+    def to_mermaid(self, result: Mapping[str, Any] | None = None, *, direction: str = "TD") -> str:
+        """Mermaid flowchart text of the graph.
+
+        Pass a :meth:`~lionagi.session.session.Session.flow` result (or a mapping of node id
+        to status) to colour nodes by how they ended: completed, failed, skipped, cancelled.
+        """
+        status = _statuses(result) if result is not None else {}
+        key = {node_id: f"n{i}" for i, node_id in enumerate(self.nodes)}
+        lines = [f"flowchart {direction}"]
+        for node_id, node in self.nodes.items():
+            text = node.operation_name
+            if node.name is not None:
+                text = f"{node.name}<br/>{text}"
+            lines.append(f'    {key[node_id]}["{_mermaid_text(text)}"]')
+        for edge in self.edges:
+            if edge.condition is None and edge.label is None:
+                lines.append(f"    {key[edge.head]} --> {key[edge.tail]}")
+            else:
+                text = _mermaid_text(edge.label or "if")
+                lines.append(f'    {key[edge.head]} -. "{text}" .-> {key[edge.tail]}')
+        if status:
+            for name, style in _MERMAID_STYLES.items():
+                lines.append(f"    classDef {name} {style}")
+            for node_id, state in status.items():
+                if node_id in key and state in _MERMAID_STYLES:
+                    lines.append(f"    class {key[node_id]} {state}")
+        return "\n".join(lines) + "\n"
+
+    def __repr__(self) -> str:
+        edges = len(self.edges)
+        return f"OperationGraph(name={self.name!r}, nodes={len(self.nodes)}, edges={edges})"
+
+
+_MERMAID_STYLES = {
+    "completed": "fill:#d4edda,stroke:#2e7d32",
+    "failed": "fill:#f8d7da,stroke:#c62828",
+    "skipped": "fill:#eeeeee,stroke:#9e9e9e,stroke-dasharray:4",
+    "cancelled": "fill:#fff3cd,stroke:#f9a825",
+    "running": "fill:#d0e4ff,stroke:#1565c0",
+}
+
+
+def _mermaid_text(text: str) -> str:
+    return text.replace('"', "#quot;")
+
+
+def _statuses(result: Mapping[str, Any]) -> dict[UUID, str]:
+    if "completed_operations" not in result:
+        return {_as_uuid(k): str(v) for k, v in result.items()}
+    status: dict[UUID, str] = {}
+    for state, key in (
+        ("completed", "completed_operations"),
+        ("failed", "failed_operations"),
+        ("skipped", "skipped_operations"),
+        ("cancelled", "cancelled_operations"),
+    ):
+        for node_id in result.get(key) or ():
+            status[_as_uuid(node_id)] = state
+    return status
+
+
+def _as_uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))
