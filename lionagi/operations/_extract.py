@@ -1,13 +1,13 @@
 """Tolerant extraction of a JSON object from model text, and validation into a schema.
 
-Models wrap JSON in code fences, add prose around it, or make small syntax errors. Candidates are
-tried from the most to the least literal: each fenced block, the whole text, then the repaired
-text (``json_repair``). Keys are matched to the schema's fields case- and style-insensitively.
+Models wrap JSON in code fences, add prose around it, or make small syntax errors;
+``json_repair`` reads all of that (clean JSON is parsed by ``json.loads`` first). A text that
+holds several values comes back as a list of them, and the first object that fits the schema
+wins. Keys are matched to the schema's fields case- and style-insensitively.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, TypeVar
 
@@ -18,33 +18,13 @@ __all__ = ["extract_json", "validate_into"]
 
 M = TypeVar("M", bound=BaseModel)
 
-_FENCE = re.compile(r"```(?:[A-Za-z0-9_+-]*)?\s*\n?(.*?)```", re.DOTALL)
-
-
-def _candidates(text: str) -> list[str]:
-    found = [block.strip() for block in _FENCE.findall(text)]
-    found.append(text.strip())
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        found.append(text[start : end + 1])
-    return [c for c in found if c]
-
 
 def extract_json(text: str) -> Any:
-    """The first JSON value found in ``text`` (objects preferred), or None."""
+    """The JSON found in ``text`` (a list when it holds several values), or None."""
     if not isinstance(text, str):
         raise TypeError(f"expected text, got {type(text).__name__}")
-    candidates = _candidates(text)
-    for candidate in candidates:
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            continue
-    for candidate in candidates:
-        repaired = json_repair.loads(candidate)
-        if repaired not in ("", None):
-            return repaired
-    return None
+    found = json_repair.loads(text)
+    return None if found in ("", None) else found
 
 
 def _norm(key: str) -> str:
@@ -67,16 +47,24 @@ def _align_keys(data: Any, model: type[BaseModel]) -> Any:
 
 
 def validate_into(text: str, model: type[M]) -> M:
-    """Parse ``text`` into ``model``; raises ValueError (with the last reason) when it cannot."""
+    """Parse ``text`` into ``model``; raises ValueError (with the first reason) when it cannot.
+
+    When the text holds several values, each object among them is tried in order, then the
+    whole list.
+    """
     data = extract_json(text)
     if data is None:
         raise ValueError("no JSON object found in the text")
-    if isinstance(data, list) and len(data) == 1 and isinstance(data[0], dict):
-        data = data[0]
-    try:
-        return model.model_validate(_align_keys(data, model))
-    except ValidationError as exc:
-        raise ValueError(_first_error(exc)) from None
+    options = [data]
+    if isinstance(data, list):
+        options = [item for item in data if isinstance(item, dict)] + options
+    errors: list[ValidationError] = []
+    for option in options:
+        try:
+            return model.model_validate(_align_keys(option, model))
+        except ValidationError as exc:
+            errors.append(exc)
+    raise ValueError(_first_error(errors[0])) from None
 
 
 def _first_error(exc: ValidationError) -> str:

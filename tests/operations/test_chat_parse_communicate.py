@@ -184,6 +184,8 @@ async def test_turn_without_providers_publishes_none() -> None:
         "Here you go: {'name': 'Ada', 'age': 36,} -- done",
         '{"Name": "Ada", "AGE": "36"}',
         '[{"name": "Ada", "age": 36}]',
+        'Draft: ```json\n{"name": "Ada"}\n``` Final: ```json\n{"name": "Ada", "age": 36}\n```',
+        '{"name": "Ada", "age": 36} (fields as in {schema})',
     ],
 )
 def test_local_extraction_is_tolerant(text: str) -> None:
