@@ -1,4 +1,4 @@
-"""Command line: ``python -m lionagi demo [--backend asyncio|trio]``.
+"""Command line: ``lionagi demo [--backend asyncio|trio]`` (or ``python -m lionagi ...``).
 
 The demo runs offline on a scripted model by default. ``--provider``/``--model``/``--base-url``
 (or ``LIONAGI_DEMO_PROVIDER``, ``LIONAGI_DEMO_MODEL``, ``LIONAGI_DEMO_BASE_URL``) point it at a
@@ -8,10 +8,15 @@ real model; the provider reads its API key from its usual environment variable.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lionagi.errors import LionError
 
 __all__ = ["main"]
 
@@ -20,7 +25,12 @@ BACKENDS = ("asyncio", "trio")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m lionagi", description="lionagi: LLM conversations as turns on anyio."
+        prog="lionagi",
+        description="lionagi: LLM conversations as turns on anyio. "
+        "`python -m lionagi` runs the same command.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"lionagi {importlib.metadata.version('lionagi')}"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
@@ -77,9 +87,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return run_demo(config)
-    except LionError as exc:
-        print(f"demo failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except (LionError, BaseExceptionGroup) as exc:
+        error = _only_library_errors(exc)
+        if error is None:
+            raise  # a bug, not a provider or configuration problem: keep the traceback
+        print(f"demo failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+
+
+def _only_library_errors(exc: BaseException) -> LionError | None:
+    """The first library error in ``exc`` (an exception group's leaves included), provided
+    every leaf is one; concurrent callers fail together, and one line says why."""
+    from lionagi.errors import LionError
+
+    if isinstance(exc, LionError):
+        return exc
+    if not isinstance(exc, BaseExceptionGroup):
+        return None
+    matched, rest = exc.split(LionError)
+    leaf: BaseException | None = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf if rest is None and isinstance(leaf, LionError) else None
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
+import lionagi
 from lionagi.__main__ import main
 from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
 from tests.service.test_openai_provider import DONE, chunk, completion
@@ -189,6 +190,33 @@ def test_demo_talks_to_a_real_openai_compatible_server(
     assert 'caller E received assistant "12 x 12 = 144."' in texts
     assert "control CANCEL -> True (observer, on MessageAdded)" in texts
     assert out.splitlines()[-1] == f"summary: 6 turns, 19 messages, backend {backend}"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_provider_error_is_one_line(
+    backend: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-demo-test")
+    refused = Reply(status=401, json={"error": {"message": "invalid api key"}})
+    with ScriptedServer() as server:
+        server.reply(*[refused] * 3)
+        args = ["demo", "--backend", backend, "--provider", "openai", "--model", "gpt-demo"]
+        code = main([*args, "--base-url", f"{server.url}/v1", "--no-color"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.count("\n") == 1, err
+    assert err.startswith("demo failed: AuthenticationError: ")
+    assert "invalid api key" in err
+
+
+def test_version_and_help_name_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"lionagi {lionagi.__version__}\n"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert capsys.readouterr().out.startswith("usage: lionagi ")
 
 
 def test_command_line_errors() -> None:
