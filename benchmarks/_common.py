@@ -23,6 +23,23 @@ from lionagi.service.types import ModelResponse
 from lionagi.testing import FunctionModel
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def portable_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as results may record it, without naming this machine's directories.
+
+    Inside the repository it is relative to the repository root; an installed package is
+    shown from ``site-packages`` on; anything else keeps its last three parts.
+    """
+    parts = Path(os.path.abspath(path)).parts
+    if "site-packages" in parts:
+        return "/".join(parts[parts.index("site-packages") :])
+    root = ROOT.parts
+    if parts[: len(root)] == root:
+        return "/".join(parts[len(root) :]) or "."
+    return ".../" + "/".join(parts[-3:])
+
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 REPLY = "ok fine"
@@ -213,7 +230,7 @@ def environment(module: str, argv: Sequence[str]) -> dict[str, Any]:
         "python": {
             "version": platform.python_version(),
             "implementation": platform.python_implementation(),
-            "executable": sys.executable,
+            "executable": portable_path(sys.executable),
         },
         "packages": {
             "lionagi (this repository)": f"{lionagi.__version__} @ {_git_revision() or 'unknown'}",

@@ -38,7 +38,18 @@ from typing import Any
 import anyio
 
 from benchmarks import memory
-from benchmarks._common import PROMPT, ROOT, SYSTEM, Config, median, now, offline_model, target, us
+from benchmarks._common import (
+    PROMPT,
+    ROOT,
+    SYSTEM,
+    Config,
+    median,
+    now,
+    offline_model,
+    portable_path,
+    target,
+    us,
+)
 from benchmarks.long import _ours as _ours_long
 from lionagi import Branch, MessageAdded, RunEnd, RunStart, Session
 
@@ -173,6 +184,8 @@ def compare(config: Config, python: str) -> dict[str, Any]:
                 f"{python} imports this repository's lionagi, not the upstream release; "
                 "use the nox bench_peers environment"
             )
+        if "lionagi_path" in versions:
+            versions["lionagi_path"] = portable_path(versions["lionagi_path"])
         for length in LENGTHS:  # warm-up, every side
             for observed in (False, True):
                 _ours(_our_batch, min(turns, 20), min(length, 20), observed)
@@ -355,7 +368,7 @@ def run(config: Config) -> dict[str, Any]:
             "columns": [],
             "targets": [],
         }
-    result["peer_python"] = f"{python} ({how})"
+    result["peer_python"] = f"{portable_path(python)} ({how})"
     return result
 
 
