@@ -66,25 +66,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "demo":
         parser.print_help()
         return 2
+    return _demo(parser, args)
+
+
+def _check_demo_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exits with a usage error (code 2) when the model options do not go together."""
     if (args.model or args.base_url) and not args.provider:
         parser.error("--model/--base-url need --provider (or LIONAGI_DEMO_PROVIDER)")
     if args.provider and not args.model:
         parser.error(f"--provider {args.provider} needs --model (or LIONAGI_DEMO_MODEL)")
 
+
+def _demo(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    _check_demo_args(parser, args)
+    if args.backend == "trio" and importlib.util.find_spec("trio") is None:
+        print("the trio backend needs trio: pip install 'lionagi[trio]'", file=sys.stderr)
+        return 2
+
     from lionagi._demo import DemoConfig, run_demo
     from lionagi.errors import LionError
 
-    color = not args.no_color and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     config = DemoConfig(
         backend=args.backend,
         provider=args.provider,
         model=args.model,
         base_url=args.base_url,
-        color=color,
+        color=not args.no_color and sys.stdout.isatty() and "NO_COLOR" not in os.environ,
     )
-    if config.backend == "trio" and importlib.util.find_spec("trio") is None:
-        print("the trio backend needs trio: pip install 'lionagi[trio]'", file=sys.stderr)
-        return 2
     try:
         return run_demo(config)
     except (LionError, BaseExceptionGroup) as exc:

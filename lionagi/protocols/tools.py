@@ -66,26 +66,9 @@ class Tool:
         description: str | None = None,
         timeout: float | None = None,
     ) -> None:
-        if not callable(func):
-            raise ToolError(f"a tool needs a callable, got {type(func).__name__}")
-        target = func.func if isinstance(func, functools.partial) else func
-        if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
-            raise ToolError(
-                f"{_qualname(func)} is a generator function; a tool must return its result"
-            )
-        tool_name = name if name is not None else _default_name(func)
-        if not isinstance(tool_name, str) or not _NAME.match(tool_name):
-            raise ToolError(
-                f"invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' "
-                "(pass name=... for lambdas and other unnamed callables)"
-            )
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
-            raise ToolError(
-                f"tool {tool_name!r}: timeout must be a positive number of seconds or None, "
-                f"got {timeout!r}"
-            )
+        target = _target(func)
+        tool_name = _tool_name(func, name)
+        _check_timeout(timeout, tool_name)
         summary, param_docs = read_docstring(inspect.getdoc(target) or "")
         arguments = arguments_of(func, tool_name, param_docs)
         self.func: Callable[..., Any] = func
@@ -303,6 +286,36 @@ def jsonable(value: Any) -> JsonValue:
 
 
 # -- callables --------------------------------------------------------------------------
+
+
+def _target(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The function behind ``func`` (a ``partial`` unwrapped), checked to be usable as a tool."""
+    if not callable(func):
+        raise ToolError(f"a tool needs a callable, got {type(func).__name__}")
+    target = func.func if isinstance(func, functools.partial) else func
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        raise ToolError(f"{_qualname(func)} is a generator function; a tool must return its result")
+    return target
+
+
+def _tool_name(func: Callable[..., Any], name: str | None) -> str:
+    tool_name = name if name is not None else _default_name(func)
+    if not isinstance(tool_name, str) or not _NAME.match(tool_name):
+        raise ToolError(
+            f"invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' "
+            "(pass name=... for lambdas and other unnamed callables)"
+        )
+    return tool_name
+
+
+def _check_timeout(timeout: object, tool_name: str) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise ToolError(
+            f"tool {tool_name!r}: timeout must be a positive number of seconds or None, "
+            f"got {timeout!r}"
+        )
 
 
 def _default_name(func: Callable[..., Any]) -> str:

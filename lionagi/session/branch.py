@@ -574,30 +574,10 @@ def _coerce_model(value: iModel | str | None, label: str) -> iModel | None:
 def _initial_history(
     system: str | System | None, messages: Iterable[Message] | None
 ) -> list[Message]:
-    history: list[Message] = []
-    if isinstance(system, str):
-        history.append(System(content=system))
-    elif isinstance(system, System):
-        history.append(system)
-    elif system is not None:
-        raise ConfigurationError(
-            f"system must be a string, a System message or None, got {type(system).__name__}"
-        )
+    history = _system_messages(system)
     given = [] if messages is None else list(messages)
     for index, message in enumerate(given):
-        if not isinstance(message, Message):
-            raise ConfigurationError(
-                f"messages[{index}] is a {type(message).__name__}, not a Message"
-            )
-        if isinstance(message, System) and index > 0:
-            raise ConfigurationError(
-                f"messages[{index}] is a System message; only the first message may be one"
-            )
-        if isinstance(message, System) and history:
-            raise ConfigurationError(
-                "messages[0] is a System message and system= was given too; pass the system "
-                "prompt once"
-            )
+        _check_given(index, message, system_given=bool(history))
     history.extend(given)
     seen: set[UUID] = set()
     for message in history:
@@ -605,3 +585,28 @@ def _initial_history(
             raise ConfigurationError(f"message {message.id} appears twice in the history")
         seen.add(message.id)
     return history
+
+
+def _system_messages(system: str | System | None) -> list[Message]:
+    if isinstance(system, str):
+        return [System(content=system)]
+    if isinstance(system, System):
+        return [system]
+    if system is not None:
+        raise ConfigurationError(
+            f"system must be a string, a System message or None, got {type(system).__name__}"
+        )
+    return []
+
+
+def _check_given(index: int, message: object, *, system_given: bool) -> None:
+    if not isinstance(message, Message):
+        raise ConfigurationError(f"messages[{index}] is a {type(message).__name__}, not a Message")
+    if isinstance(message, System) and index > 0:
+        raise ConfigurationError(
+            f"messages[{index}] is a System message; only the first message may be one"
+        )
+    if isinstance(message, System) and system_given:
+        raise ConfigurationError(
+            "messages[0] is a System message and system= was given too; pass the system prompt once"
+        )

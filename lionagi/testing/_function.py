@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeAlias, cast
 
 from anyio.lowlevel import checkpoint
@@ -69,16 +69,23 @@ class FunctionProvider(OfflineProvider):
             reply = await reply
         return self._response(reply, request)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         if self.stream_fn is None:
-            response = await self.invoke(request)
-            for chunk in stream_chunks(response, (response.text,) if response.text else ()):
-                yield chunk
-            return
+            return self._stream_reply(request)
+        return self._stream_fn(self.stream_fn, request)
+
+    async def _stream_reply(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        response = await self.invoke(request)
+        for chunk in stream_chunks(response, (response.text,) if response.text else ()):
+            yield chunk
+
+    async def _stream_fn(
+        self, stream_fn: StreamFunction, request: ModelRequest
+    ) -> AsyncIterator[StreamChunk]:
         if not self._stream_is_async:
             await checkpoint()
         self.calls.append(request)
-        source = self.stream_fn(request.messages, **_fn_options(request))
+        source = stream_fn(request.messages, **_fn_options(request))
         parts: list[str] = []
         if hasattr(source, "__anext__"):
             pieces = cast(AsyncIterator[str], source)
@@ -88,9 +95,7 @@ class FunctionProvider(OfflineProvider):
                         parts.append(piece)
                         yield TextDelta(text=piece)
             finally:
-                close = getattr(pieces, "aclose", None)
-                if close is not None:
-                    await close()
+                await _aclose(pieces)
         else:
             iterator = iter(source)
             try:
@@ -100,9 +105,7 @@ class FunctionProvider(OfflineProvider):
                         await checkpoint()
                         yield TextDelta(text=piece)
             finally:
-                close = getattr(iterator, "close", None)
-                if close is not None:
-                    close()
+                _close(iterator)
         yield FinalChunk(response=self._response("".join(parts), request))
 
     def _piece(self, piece: object) -> str:
@@ -112,6 +115,18 @@ class FunctionProvider(OfflineProvider):
                 f"{type(piece).__name__}: {piece!r:.80}"
             )
         return piece
+
+
+async def _aclose(pieces: AsyncIterator[str]) -> None:
+    close = getattr(pieces, "aclose", None)
+    if close is not None:
+        await close()
+
+
+def _close(pieces: Iterator[str]) -> None:
+    close = getattr(pieces, "close", None)
+    if close is not None:
+        close()
 
 
 class FunctionModel(OfflineModel):

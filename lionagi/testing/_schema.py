@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lionagi.errors import ConfigurationError
@@ -50,43 +50,33 @@ def _example(node: Any, root: Mapping[str, Any], refs: tuple[str, ...]) -> Any:
         return "x"  # any value is valid
     if not isinstance(node, Mapping):
         raise ConfigurationError(f"TestModel cannot read JSON schema node {node!r:.80}")
-    ref = node.get("$ref")
-    if ref is not None:
-        if ref in refs:
-            raise _Recursion
-        return _example(_resolve(root, ref), root, (*refs, ref))
-    if "const" in node:
-        return node["const"]
-    if node.get("enum"):
-        return node["enum"][0]
-    for key in ("anyOf", "oneOf"):
-        if key in node:
-            return _first_option(node[key], root, refs)
-    if "allOf" in node:
-        values = [_example(part, root, refs) for part in node["allOf"]]
-        if all(isinstance(v, dict) for v in values):
-            return {k: v for value in values for k, v in value.items()}
-        return values[0]
+    for keyword, by_keyword in _BY_KEYWORD:
+        if keyword in node:
+            return by_keyword(node[keyword], root, refs)
+    build = _BY_TYPE.get(_kind(node))
+    return "x" if build is None else build(node, root, refs)
+
+
+def _from_ref(ref: str, root: Mapping[str, Any], refs: tuple[str, ...]) -> Any:
+    if ref in refs:
+        raise _Recursion
+    return _example(_resolve(root, ref), root, (*refs, ref))
+
+
+def _kind(node: Mapping[str, Any]) -> str | None:
     kind = node.get("type")
     if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
+        return next((k for k in kind if k != "null"), "null")
     if kind is None:
-        kind = "object" if "properties" in node else "array" if "items" in node else None
-    if kind == "object":
-        return _object(node, root, refs)
-    if kind == "array":
-        return _array(node, root, refs)
-    if kind == "string":
-        return _string(node)
-    if kind == "integer":
-        return _integer(node)
-    if kind == "number":
-        return _number(node)
-    if kind == "boolean":
-        return False
-    if kind == "null":
-        return None
-    return "x"
+        return "object" if "properties" in node else "array" if "items" in node else None
+    return str(kind)
+
+
+def _all_of(parts: Sequence[Any], root: Mapping[str, Any], refs: tuple[str, ...]) -> Any:
+    values = [_example(part, root, refs) for part in parts]
+    if all(isinstance(v, dict) for v in values):
+        return {k: v for value in values for k, v in value.items()}
+    return values[0]
 
 
 def _resolve(root: Mapping[str, Any], ref: str) -> Any:
@@ -147,7 +137,7 @@ def _array(node: Mapping[str, Any], root: Mapping[str, Any], refs: tuple[str, ..
     return [item] * max(1, low)
 
 
-def _string(node: Mapping[str, Any]) -> str:
+def _string(node: Mapping[str, Any], *_unused: Any) -> str:
     fmt = node.get("format")
     if fmt in _FORMATS:
         return _FORMATS[fmt]
@@ -176,7 +166,7 @@ def _candidates(node: Mapping[str, Any]) -> tuple[float | None, float | None, li
     return low, high, extra
 
 
-def _integer(node: Mapping[str, Any]) -> int:
+def _integer(node: Mapping[str, Any], *_unused: Any) -> int:
     low, high, _ = _candidates(node)
     step = node.get("multipleOf") or 1
     options = [0]
@@ -187,7 +177,7 @@ def _integer(node: Mapping[str, Any]) -> int:
     return next((int(v) for v in options if _fits(v, node)), 0)
 
 
-def _number(node: Mapping[str, Any]) -> float:
+def _number(node: Mapping[str, Any], *_unused: Any) -> float:
     low, high, middle = _candidates(node)
     options = [0.0, *middle]
     if low is not None:
@@ -195,3 +185,26 @@ def _number(node: Mapping[str, Any]) -> float:
     if high is not None:
         options[1:1] = [float(high), float(high) - 1.0]
     return next((v for v in options if _fits(v, node)), 0.0)
+
+
+_Build = Callable[[Any, Mapping[str, Any], tuple[str, ...]], Any]
+# the first of these keywords a node has decides its example; then its type does
+_BY_KEYWORD: tuple[tuple[str, _Build], ...] = (
+    ("$ref", _from_ref),
+    ("const", lambda value, *_: value),
+    ("enum", lambda values, *_: values[0] if values else "x"),
+    ("anyOf", _first_option),
+    ("oneOf", _first_option),
+    ("allOf", _all_of),
+)
+_BY_TYPE: dict[
+    str | None, Callable[[Mapping[str, Any], Mapping[str, Any], tuple[str, ...]], Any]
+] = {
+    "object": _object,
+    "array": _array,
+    "string": _string,
+    "integer": _integer,
+    "number": _number,
+    "boolean": lambda *_: False,
+    "null": lambda *_: None,
+}

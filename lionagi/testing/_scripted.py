@@ -157,38 +157,18 @@ class TestModel(OfflineModel):
         concurrency_limit: int | None = None,
         **request_defaults: Any,
     ) -> None:
-        if isinstance(responses, str):
-            raise ConfigurationError(
-                f"TestModel responses must be a list of replies, got the str {responses!r:.80}; "
-                "write TestModel([...])"
-            )
-        script = (
-            None
-            if responses is None
-            else tuple(check_reply(r, f"TestModel responses[{i}]") for i, r in enumerate(responses))
-        )
+        script = _script(responses)
         if not isinstance(default, str):
             raise ConfigurationError(f"TestModel default must be a str, got {default!r}")
-        if chunk_size is not None and (
-            not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1
-        ):
-            raise ConfigurationError(
-                f"TestModel chunk_size must be a positive int or None, got {chunk_size!r}"
-            )
-        calls: tuple[ToolCall, ...]
-        if tool_calls is None:
-            calls = ()
-        elif isinstance(tool_calls, ToolCall):
-            calls = (tool_calls,)
-        else:
-            calls = tuple(tool_calls)
-            if not all(isinstance(c, ToolCall) for c in calls):
-                raise ConfigurationError(
-                    f"TestModel tool_calls must be ToolCall objects, got {tool_calls!r:.80}"
-                )
+        chunk_size = _chunk_size(chunk_size)
+        calls = _tool_calls(tool_calls)
         super().__init__(
             ScriptedProvider(
-                script, default=default, chunk_size=chunk_size, tool_calls=calls, model=model
+                script,
+                default=default,
+                chunk_size=chunk_size,
+                tool_calls=calls,
+                model=model,
             ),
             timeout=timeout,
             concurrency_limit=concurrency_limit,
@@ -211,3 +191,37 @@ class TestModel(OfflineModel):
             f"{name}\0{json.dumps(arguments, sort_keys=True, default=str)}".encode()
         ).hexdigest()
         return ToolCall(id=f"call_{digest[:16]}", name=name, arguments=arguments)
+
+
+def _script(responses: Sequence[Reply] | None) -> tuple[Reply, ...] | None:
+    if isinstance(responses, str):
+        raise ConfigurationError(
+            f"TestModel responses must be a list of replies, got the str {responses!r:.80}; "
+            "write TestModel([...])"
+        )
+    if responses is None:
+        return None
+    return tuple(check_reply(r, f"TestModel responses[{i}]") for i, r in enumerate(responses))
+
+
+def _chunk_size(chunk_size: int | None) -> int | None:
+    if chunk_size is not None and (
+        not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1
+    ):
+        raise ConfigurationError(
+            f"TestModel chunk_size must be a positive int or None, got {chunk_size!r}"
+        )
+    return chunk_size
+
+
+def _tool_calls(tool_calls: ToolCall | Sequence[ToolCall] | None) -> tuple[ToolCall, ...]:
+    if tool_calls is None:
+        return ()
+    if isinstance(tool_calls, ToolCall):
+        return (tool_calls,)
+    calls = tuple(tool_calls)
+    if not all(isinstance(c, ToolCall) for c in calls):
+        raise ConfigurationError(
+            f"TestModel tool_calls must be ToolCall objects, got {tool_calls!r:.80}"
+        )
+    return calls
