@@ -1,21 +1,23 @@
-"""Every async test in tests/ runs once on asyncio and once on trio (anyio's pytest plugin)."""
+"""Every async test in tests/ runs once on asyncio and once on trio (anyio's pytest plugin).
+
+Shared fixtures: ``server`` (a scripted HTTP server on 127.0.0.1) and ``processes`` (every
+subprocess the code under test starts, killed at teardown if still running).
+"""
 
 from __future__ import annotations
 
 import inspect
-import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from anyio.abc import Process
 
-# LIONAGI_TEST_BACKENDS=asyncio (or trio) narrows the matrix; nox's per-backend sessions use it.
-BACKENDS = [
-    name.strip()
-    for name in os.environ.get("LIONAGI_TEST_BACKENDS", "asyncio,trio").split(",")
-    if name.strip()
-]
+from tests.backends import BACKENDS
+from tests.processes import spawned_processes
+from tests.service.http_server import ScriptedServer
+
 _HERE = Path(__file__).parent
 
 
@@ -23,6 +25,20 @@ _HERE = Path(__file__).parent
 def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, object]]:
     backend: tuple[str, dict[str, object]] = request.param
     return backend
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    """A scripted HTTP server on 127.0.0.1, stopped (every connection closed) at teardown."""
+    with ScriptedServer() as running:
+        yield running
+
+
+@pytest.fixture
+def processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Process]]:
+    """Every process the code under test starts; anything left is killed at teardown."""
+    with spawned_processes(monkeypatch) as recorded:
+        yield recorded
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -12,8 +12,8 @@ import pytest
 
 import lionagi
 from lionagi.__main__ import main
+from tests.payloads import DONE, chunk, completion
 from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
-from tests.service.test_openai_provider import DONE, chunk, completion
 
 EVENT = re.compile(r"^\[(\d+)\] (?:turn ([0-9a-f]{6})\.\. )?(.*)$")
 TERMINAL = re.compile(r"^Run(End|Failed) ")

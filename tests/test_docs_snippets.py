@@ -24,8 +24,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.conftest import BACKENDS
-from tests.test_examples import COVERED
+from tests.backends import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -129,8 +128,7 @@ def test_included_code_is_a_tested_example(block: Block) -> None:
         assert included, f"{block.id}: mix no code with --8<-- includes"
         path = Path(included["path"])
         assert path.parent == Path("examples"), f"{block.id}: include only examples/*.py"
-        assert path.stem in COVERED, f"{block.id}: {path} is not run by tests/test_examples.py"
-        assert (ROOT / path).is_file()
+        assert (ROOT / path).is_file()  # tests/test_examples.py runs every examples/*.py
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ Anthropic providers against a server on 127.0.0.1, and the agentic CLI as a subp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,9 @@ from lionagi.protocols.messages import (
 from lionagi.service.imodel import iModel
 from lionagi.session.signal import RunEnd
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
+from tests.payloads import anthropic_message, completion
+from tests.processes import fake_model
 from tests.service.http_server import Reply, ScriptedServer
-from tests.service.test_anthropic_provider import message as anthropic_message
-from tests.service.test_claude_code_provider import fake_model
-from tests.service.test_openai_provider import completion
 
 pytestmark = pytest.mark.anyio
 
@@ -35,12 +33,6 @@ class Product(BaseModel):
 def multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
 
 
 def openai(server: ScriptedServer) -> iModel:

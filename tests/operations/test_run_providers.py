@@ -22,10 +22,9 @@ from lionagi.protocols.messages import (
 from lionagi.service.imodel import iModel
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
-from tests.processes import spawned_processes
+from tests.payloads import DONE, USAGE_EVENT, chunk
+from tests.processes import assert_gone, assert_reaped, fake_model, pids, spawned_processes
 from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
-from tests.service.test_claude_code_provider import assert_gone, assert_reaped, fake_model, pids
-from tests.service.test_openai_provider import DONE, USAGE_EVENT, chunk
 
 pytestmark = pytest.mark.anyio
 
@@ -44,12 +43,6 @@ async def collect(stream: AsyncIterator[Message]) -> list[Message]:
 
 
 # -- OpenAI-compatible server ----------------------------------------------------------------
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
-
-
 def openai_model(server: ScriptedServer) -> iModel:
     return iModel(
         "openai", "gpt-test", base_url=f"{server.url}/v1", api_key="sk-test", timeout=30.0

@@ -5,12 +5,8 @@ See :mod:`tests.reliability.harness` for the technique and the checks made after
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import os
-import signal
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -43,29 +39,6 @@ async def test_cancel_at_every_scheduling_point(name: str) -> None:
     assert report.points >= 1
     if backend() == "asyncio":  # trio's varying order can skip the narrowest windows here;
         assert report.cancelled_after_start >= 1  # tests_trio sweeps every step exactly
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
-
-
-@pytest.fixture
-def processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    spawned: list[Any] = []
-    real = anyio.open_process
-
-    async def spy(*args: Any, **kwargs: Any) -> Any:
-        process = await real(*args, **kwargs)
-        spawned.append(process)
-        return process
-
-    monkeypatch.setattr(anyio, "open_process", spy)
-    yield spawned
-    for process in spawned:  # safety net: a failing test leaves nothing running
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
 
 
 async def test_cancel_http_chat_at_sampled_points(server: ScriptedServer) -> None:

@@ -14,13 +14,12 @@ import socket
 import sys
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import Process
 from anyio.lowlevel import checkpoint
 
 from lionagi.errors import ActionError, ConfigurationError, LionError
@@ -43,7 +42,6 @@ from lionagi.session.session import Session
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Signal
 from lionagi.testing import FunctionModel
 from tests.helpers import Recorder, observed_branch
-from tests.processes import spawned_processes
 from tests.reliability.harness import (
     SECRET,
     branch_violations,
@@ -54,19 +52,6 @@ from tests.reliability.scenarios import CLI_TEXT, Total, cli_model
 from tests.service.http_server import DROP, HANG, Reply, ScriptedServer, sse
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
-
-
-@pytest.fixture
-def processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Process]]:
-    """Every process the code under test starts; anything left is killed at teardown."""
-    with spawned_processes(monkeypatch) as recorded:
-        yield recorded
 
 
 async def drain(stream: Any) -> None:

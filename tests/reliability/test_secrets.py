@@ -11,7 +11,6 @@ import json
 import logging
 import sys
 import traceback
-from collections.abc import Iterator
 from contextlib import aclosing
 from typing import Any
 
@@ -26,12 +25,6 @@ from tests.reliability.scenarios import cli_model
 from tests.service.http_server import Reply, ScriptedServer, sse
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
 
 
 @pytest.fixture(autouse=True)

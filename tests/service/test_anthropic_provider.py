@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -29,6 +28,8 @@ from lionagi.service.errors import (
 )
 from lionagi.service.imodel import iModel
 from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta, UsageChunk
+from tests.payloads import ANTHROPIC_USAGE as USAGE
+from tests.payloads import anthropic_message as message
 from tests.service.http_server import AWAIT_CLOSE, DROP, HANG, Reply, ScriptedServer, sse
 
 # module-level mark: anyio parametrizes by backend at collection, which keeps parametrize ids
@@ -50,12 +51,6 @@ WEATHER_TOOL = {
 }
 
 
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
-
-
 def model_for(server: ScriptedServer, **kwargs: Any) -> iModel:
     options: dict[str, Any] = {"api_key": KEY, "timeout": 10.0, **kwargs}
     return iModel("anthropic", "claude-test", base_url=server.url, **options)
@@ -63,26 +58,6 @@ def model_for(server: ScriptedServer, **kwargs: Any) -> iModel:
 
 def history() -> list[Message]:
     return [System(content="Be brief."), Instruction(instruction="Say hi.")]
-
-
-USAGE = {
-    "input_tokens": 10,
-    "output_tokens": 4,
-    "cache_read_input_tokens": 100,
-    "cache_creation_input_tokens": 20,
-}
-
-
-def message(content: list[dict[str, Any]], stop: str = "end_turn") -> dict[str, Any]:
-    return {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-test-20250101",
-        "content": content,
-        "stop_reason": stop,
-        "usage": USAGE,
-    }
 
 
 def event(kind: str, **fields: Any) -> str:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,9 +23,8 @@ from lionagi.service.types import (
     ToolResultEvent,
     UsageChunk,
 )
-from tests.processes import spawned_processes
+from tests.processes import assert_gone, assert_reaped, fake_model, pids, spawned_processes
 
-FAKE = Path(__file__).with_name("fake_claude.py")
 ASK = [Instruction(instruction="Say hello.")]
 
 
@@ -36,35 +33,6 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Process]]:
     """Every process the provider starts, recorded the moment it is spawned."""
     with spawned_processes(monkeypatch) as recorded:
         yield recorded
-
-
-def fake_model(
-    mode: str, tmp_path: Path, *, model: str = "sonnet", timeout: float | None = 60, **kw: Any
-) -> iModel:
-    env = {"FAKE_CLAUDE_MODE": mode, "FAKE_CLAUDE_PID_FILE": str(tmp_path / "pids")}
-    env.update(kw.pop("env", {}))
-    return iModel(
-        "claude_code",
-        model,
-        executable=[sys.executable, str(FAKE)],
-        env=env,
-        timeout=timeout,
-        **kw,
-    )
-
-
-def pids(tmp_path: Path) -> list[int]:
-    return [int(p) for p in (tmp_path / "pids").read_text().split()]
-
-
-def assert_gone(pid: int) -> None:
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
-
-
-def assert_reaped(process: Process) -> None:
-    assert process.returncode is not None
-    assert_gone(process.pid)
 
 
 async def echo(model: iModel, messages: list[Any], **kw: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -32,18 +31,13 @@ from lionagi.service.errors import (
 from lionagi.service.imodel import iModel
 from lionagi.service.providers._http import SSEDecoder, SSEEvent
 from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta, UsageChunk
+from tests.payloads import DONE, USAGE_EVENT, chunk, completion
 from tests.service.http_server import AWAIT_CLOSE, DROP, HANG, Reply, ScriptedServer, sse
 
 # module-level mark: anyio parametrizes by backend at collection, which keeps parametrize ids
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-test-secret-0123456789"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
 
 
 def model_for(server: ScriptedServer, **kwargs: Any) -> iModel:
@@ -53,46 +47,6 @@ def model_for(server: ScriptedServer, **kwargs: Any) -> iModel:
 
 def history() -> list[Message]:
     return [System(content="Be brief."), Instruction(instruction="Say hi.")]
-
-
-def completion(message: dict[str, Any], *, finish: str = "stop", **extra: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": "gpt-test-0001",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {
-            "prompt_tokens": 12,
-            "completion_tokens": 3,
-            "prompt_tokens_details": {"cached_tokens": 8},
-        },
-        **extra,
-    }
-
-
-def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-    return sse(
-        {
-            "id": "chatcmpl-1",
-            "model": "gpt-test-0001",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-    )
-
-
-USAGE_EVENT = sse(
-    {
-        "id": "chatcmpl-1",
-        "model": "gpt-test-0001",
-        "choices": [],
-        "usage": {
-            "prompt_tokens": 20,
-            "completion_tokens": 5,
-            "prompt_tokens_details": {"cached_tokens": 16},
-        },
-    }
-)
-DONE = "data: [DONE]\n\n"
 
 
 async def collect(model: iModel, messages: list[Message], **kwargs: Any) -> list[StreamChunk]:
