@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
-import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
@@ -39,6 +38,8 @@ class Arguments:
 
 def read_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """The first paragraph, and each documented parameter's description, whitespace folded."""
+    import docstring_parser  # only when a tool is made from a documented function
+
     parsed = docstring_parser.parse(doc)
     summary = parsed.short_description or ""
     if parsed.long_description and not parsed.blank_after_short_description:

@@ -7,6 +7,7 @@ Messages are immutable pydantic models with an ``id`` and a ``created_at`` times
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self, TypeAlias
@@ -175,6 +176,7 @@ class AssistantResponse(Message):
 class ActionRequest(Message):
     """A request to run one tool, by a model (``call_id`` from the provider) or a caller."""
 
+    model_config = ConfigDict(defer_build=True)  # built on the first tool call
     kind: Literal["action_request"] = "action_request"
     call_id: str
     function: str
@@ -193,6 +195,7 @@ class ActionResponse(Message):
     (the traceback goes to the ``lionagi.tools`` logger and the :class:`ToolFailed` signal).
     """
 
+    model_config = ConfigDict(defer_build=True)  # built on the first tool call
     kind: Literal["action_response"] = "action_response"
     request_id: UUID
     call_id: str
@@ -211,12 +214,16 @@ MessageUnion: TypeAlias = Annotated[
     System | Instruction | AssistantResponse | ActionRequest | ActionResponse,
     Field(discriminator="kind"),
 ]
-_message_adapter: TypeAdapter[MessageUnion] = TypeAdapter(MessageUnion)
+
+
+@functools.cache
+def _message_adapter() -> TypeAdapter[MessageUnion]:
+    return TypeAdapter(MessageUnion)  # built on first use, not at import
 
 
 def message_from_dict(data: dict[str, Any]) -> Message:
     """Rebuild a message from :meth:`pydantic.BaseModel.model_dump` output (``kind`` selects)."""
-    return _message_adapter.validate_python(data)
+    return _message_adapter().validate_python(data)
 
 
 OnAdded: TypeAlias = Callable[[Message], None]

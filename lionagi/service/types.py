@@ -58,7 +58,7 @@ class TextDelta(BaseModel):
     """A piece of reply text. ``complete=True`` marks the end of one text block (agentic CLIs
     send whole blocks), so a consumer can commit the text gathered so far as one message."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["text"] = "text"
     text: str
     complete: bool = False
@@ -69,7 +69,7 @@ class ToolCallDelta(BaseModel):
     is a fragment of the JSON argument text. A provider that receives whole tool calls sends one
     delta holding all of it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["tool_call"] = "tool_call"
     index: int = 0
     id: str | None = None
@@ -80,7 +80,7 @@ class ToolCallDelta(BaseModel):
 class ToolResultEvent(BaseModel):
     """A tool result produced on the provider's side (agentic CLIs run their own tools)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["tool_result"] = "tool_result"
     call_id: str
     output: JsonValue = None
@@ -90,7 +90,7 @@ class ToolResultEvent(BaseModel):
 class UsageChunk(BaseModel):
     """Usage reported during a stream."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["usage"] = "usage"
     usage: Usage
 
@@ -98,7 +98,7 @@ class UsageChunk(BaseModel):
 class FinalChunk(BaseModel):
     """Last chunk of a stream: the assembled response."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["final"] = "final"
     response: ModelResponse
 

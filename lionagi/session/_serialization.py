@@ -28,7 +28,7 @@ B = TypeVar("B", bound="Branch")
 class BranchData(BaseModel):
     """The shape of :meth:`Branch.to_dict` output, used to validate ``from_dict`` input."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first to/from_dict
 
     id: UUID
     name: str | None = None

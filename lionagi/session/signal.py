@@ -55,7 +55,8 @@ def _error_text(error: BaseException | None) -> str | None:
 class Signal(BaseModel):
     """Base of every signal: the Branch it concerns and when it was raised."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    # Built on first use: without an observer no signal is ever made, so import pays nothing.
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
     branch_id: UUID | None = None
     created_at: float = Field(default_factory=time.time)

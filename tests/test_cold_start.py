@@ -1,0 +1,80 @@
+"""Cold start: ``import lionagi`` loads only what a first chat turn needs.
+
+Each check runs in a fresh interpreter (a subprocess this test controls), since the test
+process itself has long imported everything. Timing is the ``cold`` benchmark's business; these
+tests pin what is loaded and what is built at import.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DEFERRED = ("docstring_parser", "json_repair", "httpx")
+
+PROBE = """
+import json, sys
+import lionagi
+from lionagi.protocols.messages import ActionRequest, ActionResponse
+from lionagi.service.types import FinalChunk, TextDelta
+from lionagi.session.signal import MessageAdded, RunEnd, RunStart
+imported = sorted(m for m in {deferred!r} if m in sys.modules)
+built = {{c.__name__: c.__pydantic_complete__ for c in (
+    ActionRequest, ActionResponse, FinalChunk, TextDelta, MessageAdded, RunEnd, RunStart)}}
+
+import anyio
+from lionagi.testing import FunctionModel
+
+async def turn():
+    branch = lionagi.Branch(system="s", chat_model=FunctionModel(lambda m, **o: "ok"))
+    await branch.chat_and_record("hi")
+    return branch
+
+branch = anyio.run(turn)
+after_turn = sorted(m for m in {deferred!r} if m in sys.modules)
+data = {{k: v for k, v in branch.to_dict().items() if not k.endswith("model")}}
+restored = lionagi.Branch.from_dict(data)
+print(json.dumps({{"imported": imported, "built": built, "after_turn": after_turn,
+                  "restored": len(restored.msgs)}}))
+"""
+
+
+def _probe() -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(deferred=DEFERRED)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_import_and_a_first_chat_turn_load_no_tool_repair_or_http_libraries() -> None:
+    answer = _probe()
+    assert answer["imported"] == []
+    assert answer["after_turn"] == []
+    assert answer["restored"] == 3  # the deferred serialization model builds on first use
+
+
+def test_signal_stream_and_tool_message_models_are_built_on_first_use() -> None:
+    built = _probe()["built"]
+    assert built == dict.fromkeys(
+        (
+            "ActionRequest",
+            "ActionResponse",
+            "FinalChunk",
+            "TextDelta",
+            "MessageAdded",
+            "RunEnd",
+            "RunStart",
+        ),
+        False,
+    )
