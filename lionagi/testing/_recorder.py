@@ -61,22 +61,26 @@ def assert_one_terminal_per_start(recorder: Recorder) -> None:
 
     Raises ``AssertionError`` naming the first turn that breaks the rule.
     """
-    starts = recorder.starts()
-    started = [s.turn_id for s in starts]
+    _check_pairs([s.turn_id for s in recorder.starts()], [t.turn_id for t in recorder.terminals()])
+    position = {id(s): i for i, s in enumerate(recorder.signals)}
+    terminal_at = {t.turn_id: position[id(t)] for t in recorder.terminals()}
+    late = [
+        m
+        for m in recorder.messages()
+        if m.turn_id is not None and position[id(m)] > terminal_at.get(m.turn_id, len(position))
+    ]
+    if late:
+        raise AssertionError(
+            f"turn {late[0].turn_id}: a MessageAdded was delivered after its terminal signal"
+        )
+
+
+def _check_pairs(started: list[UUID | None], ended: list[UUID | None]) -> None:
     if len(set(started)) != len(started):
         raise AssertionError(f"a turn id started twice: {started}")
-    ended = [t.turn_id for t in recorder.terminals()]
     for turn_id in set(started) | set(ended):
         if started.count(turn_id) != 1 or ended.count(turn_id) != 1:
             raise AssertionError(
                 f"turn {turn_id}: {started.count(turn_id)} RunStart and "
                 f"{ended.count(turn_id)} terminal signals; expected one of each"
-            )
-    position = {id(s): i for i, s in enumerate(recorder.signals)}
-    terminal_at = {t.turn_id: position[id(t)] for t in recorder.terminals()}
-    for message in recorder.messages():
-        at = terminal_at.get(message.turn_id) if message.turn_id is not None else None
-        if at is not None and position[id(message)] > at:
-            raise AssertionError(
-                f"turn {message.turn_id}: a MessageAdded was delivered after its terminal signal"
             )
