@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import processes, server
+
+__all__ = ["processes", "server"]
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent

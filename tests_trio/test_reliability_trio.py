@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import trio
-from anyio.abc import Process
 from trio.testing import MockClock
 
 from lionagi.protocols.messages import Instruction, Message
@@ -24,7 +23,6 @@ from lionagi.service.errors import ProviderTimeout
 from lionagi.session.signal import RunEnd, RunFailed, RunStart
 from lionagi.testing import FunctionModel
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
-from tests.processes import spawned_processes
 from tests.reliability.harness import run_attempt, sweep
 from tests.reliability.scenarios import (
     SUBJECTS,
@@ -35,19 +33,6 @@ from tests.reliability.scenarios import (
     routing_server,
 )
 from tests.service.http_server import ScriptedServer
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
-
-
-@pytest.fixture
-def processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Process]]:
-    """Every process the code under test starts; anything left is killed at teardown."""
-    with spawned_processes(monkeypatch) as recorded:
-        yield recorded
 
 
 # -- exact sweeps ---------------------------------------------------------------------------------
