@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import material
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,19 +39,21 @@ def test_the_bundled_release_is_the_one_the_theme_drives() -> None:
     assert wanted == {mermaid_hook().MERMAID_VERSION.split(".")[0]}
 
 
-def test_a_cached_script_is_used_only_when_its_digest_matches(tmp_path: Path) -> None:
+def test_a_cached_script_is_used_only_when_its_digest_matches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     hook = mermaid_hook()
     cached = tmp_path / "mermaid.min.js"
     cached.write_bytes(b"not mermaid")
-    hook._CACHE = cached
+    monkeypatch.setattr(hook, "_CACHE", cached)
     fetched: list[bool] = []
 
     def fetch() -> bytes:
         fetched.append(True)
         return b"pinned"
 
-    hook.MERMAID_SHA256 = hashlib.sha256(b"pinned").hexdigest()
-    hook._fetch = fetch
+    monkeypatch.setattr(hook, "MERMAID_SHA256", hashlib.sha256(b"pinned").hexdigest())
+    monkeypatch.setattr(hook, "_fetch", fetch)
     assert hook.mermaid_script() == cached
     assert cached.read_bytes() == b"pinned"
     assert fetched == [True]

@@ -155,7 +155,7 @@ async def test_anthropic_operate_with_tool_use(server: ScriptedServer) -> None:
         )
     finally:
         await model.aclose()
-    assert result.product == 15  # type: ignore[union-attr]
+    assert result.product == 15
     second = server.requests[1].json["messages"]
     results = [
         block

@@ -301,7 +301,7 @@ def test_anthropic_merging_never_mutates_cached_parts() -> None:
 
 def test_openai_tools_to_anthropic() -> None:
     params = {"type": "object", "properties": {"x": {"type": "integer"}}}
-    tools = [
+    tools: list[dict[str, Any]] = [
         {"type": "function", "function": {"name": "f", "description": "F.", "parameters": params}},
         {"name": "g"},
     ]

@@ -499,7 +499,7 @@ def test_registry_register_get_remove() -> None:
     assert Tool(beta, name="b") not in registry
     assert 3 not in registry
     assert registry.remove("alpha") is tool_a
-    assert registry.names == ("b",)
+    assert list(registry.names) == ["b"]
     with pytest.raises(ToolNotFoundError, match="'alpha'"):
         registry.remove("alpha")
 

@@ -563,8 +563,8 @@ def spying_processes(processes: list[Any]) -> Any:
         processes.append(process)
         return process
 
-    anyio.open_process = spy  # type: ignore[assignment]
+    anyio.open_process = spy
     try:
         yield processes
     finally:
-        anyio.open_process = real  # type: ignore[assignment]
+        anyio.open_process = real

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from lionagi.operations.turn import run_in_turn, stream_in_turn
 from lionagi.operations.types import TurnScope
-from lionagi.protocols.messages import Instruction, Message, ToolCall
+from lionagi.protocols.messages import ActionRequest, Instruction, Message, ToolCall
 from lionagi.service.imodel import iModel
 from lionagi.session.signal import Signal
 from lionagi.testing import FunctionModel
@@ -266,7 +266,7 @@ async def act_inside_a_turn() -> Subject:
 
     async def body(scope: TurnScope) -> list[Any]:
         await branch.chat_and_record("use tools")
-        requests = [m for m in branch.msgs if type(m).__name__ == "ActionRequest"]
+        requests = [m for m in branch.msgs if isinstance(m, ActionRequest)]
         responses = await branch.act(requests)
         return [r.output for r in responses]
 

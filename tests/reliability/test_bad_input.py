@@ -508,7 +508,7 @@ def test_from_dict_with_tools_missing_from_the_call_is_a_configuration_error() -
 def test_from_dict_of_non_mappings_is_a_configuration_error() -> None:
     for bad in (None, 42, "{}", [("id", "x")]):
         with pytest.raises(ConfigurationError):
-            Branch.from_dict(bad)  # type: ignore[arg-type]
+            Branch.from_dict(bad)
 
 
 _json_leaf = st.one_of(

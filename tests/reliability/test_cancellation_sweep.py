@@ -141,7 +141,8 @@ async def test_harness_sees_a_message_recorded_outside_the_turn() -> None:
         branch.msgs.add(Instruction(instruction="outside"))
         for _ in range(3):
             await checkpoint()
-        return await branch.chat("x")
+        reply: str = await branch.chat("x")
+        return reply
 
     violations = await _broken(body)
     assert any("another turn id" in v for v in violations)

@@ -598,7 +598,7 @@ async def test_context_provider_fault_is_contained_in_the_report(fault: str) -> 
     system = request.messages[0]
     assert "healthy block" in system.content  # type: ignore[attr-defined]
     assert len(system.content) < 20_000  # type: ignore[attr-defined]  # cut to the budget
-    assert branch.msgs[0].content == "base prompt"  # type: ignore[attr-defined]  # ephemeral
+    assert branch.msgs[0].content == "base prompt"  # ephemeral
     assert [s.kind for s in recorder.terminals()] == ["RunEnd"]
     assert branch_violations(branch) == []
     assert len(anyio.get_running_tasks()) == tasks

@@ -188,7 +188,7 @@ async def test_tools_history_and_response_format_in_body(server: ScriptedServer)
 
 
 async def test_plain_tool_calls(server: ScriptedServer) -> None:
-    content = [
+    content: list[dict[str, Any]] = [
         {"type": "text", "text": "Let me check."},
         {"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Oslo"}},
         {"type": "tool_use", "id": "toolu_b", "name": "now", "input": {}},

@@ -91,7 +91,7 @@ async def test_tool_use_maps_to_tool_chunks(tmp_path: Path) -> None:
         ToolResultEvent(call_id="toolu_2", output="exit status 1", is_error=True),
     ]
     assert chunks[5] == TextDelta(text="Done.", complete=True)
-    assert [type(c) for c in chunks[6:]] == [UsageChunk, FinalChunk]
+    assert [type(c).__name__ for c in chunks[6:]] == ["UsageChunk", "FinalChunk"]
     final = chunks[-1]
     assert isinstance(final, FinalChunk)
     assert final.response.text == "Done."

@@ -58,7 +58,7 @@ async def completes_without_blocking(call: Callable[[], Awaitable[Any]]) -> list
     ],
 )
 def test_provider_and_model_names_split(
-    args: tuple[str, ...], kwargs: dict[str, str], provider: str, model: str
+    args: tuple[str, ...], kwargs: dict[str, Any], provider: str, model: str
 ) -> None:
     imodel = iModel(*args, api_key=KEY, **kwargs)
     assert (imodel.provider_name, imodel.model) == (provider, model)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 from uuid import UUID, uuid4
 
 import anyio
@@ -169,7 +169,9 @@ def test_models_from_strings_and_objects() -> None:
     branch.parse_model = parser
     assert branch.parse_model is parser
     branch.chat_model = "openai/gpt-4.1"
-    assert branch.chat_model.model == "gpt-4.1"
+    chat = branch.chat_model
+    assert chat is not None
+    assert chat.model == "gpt-4.1"
     assert branch.parse_model is parser
     branch.parse_model = None
     assert branch.parse_model is branch.chat_model
@@ -266,7 +268,7 @@ def test_clone_is_independent() -> None:
         name="n",
         user="u",
     )
-    original._active_turn_context = object()
+    original._active_turn_context = cast(Any, object())  # any non-None: a turn in progress
     clone = original.clone()
 
     assert clone.id != original.id

@@ -149,9 +149,11 @@ async def test_fail_fast_raises_the_failure_itself_and_cancels_the_rest() -> Non
     assert caught.value.args == ("missing",)
     assert len(anyio.get_running_tasks()) == before
     terminals = {s.op_id: s for s in recorder.terminals()}
-    assert isinstance(terminals[str(slow_id)], RunFailed)
-    assert isinstance(terminals[str(slow_id)].data, anyio.get_cancelled_exc_class())
-    assert isinstance(terminals[str(bad_id)].data, KeyError)
+    slow_end, bad_end = terminals[str(slow_id)], terminals[str(bad_id)]
+    assert isinstance(slow_end, RunFailed)
+    assert isinstance(slow_end.data, anyio.get_cancelled_exc_class())
+    assert isinstance(bad_end, RunFailed)
+    assert isinstance(bad_end.data, KeyError)
     assert str(after) not in {s.op_id for s in of(recorder, NodeStart)}
     [end] = of(recorder, FlowEnd)
     assert (end.status, end.failed, end.cancelled) == ("failed", 1, 1)
