@@ -48,13 +48,16 @@ from lionagi.service.errors import (
     AuthenticationError,
     BadRequestError,
     ProtocolError,
+    ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
     RateLimitError,
+    RateLimitQueueFull,
     ServerError,
     UnknownProviderError,
 )
 from lionagi.service.imodel import iModel
+from lionagi.service.retry import RetryPolicy
 from lionagi.service.types import ModelResponse
 from lionagi.session.branch import Branch
 from lionagi.session.control import LoopBreak, LoopControl, LoopDirective, StopStream
@@ -64,6 +67,7 @@ from lionagi.session.signal import (
     FlowEnd,
     FlowStart,
     MessageAdded,
+    ModelRetry,
     NodeEnd,
     NodeFailed,
     NodeSkipped,
@@ -107,6 +111,7 @@ __all__ = [
     "MessageAdded",
     "MessageManager",
     "ModelResponse",
+    "ModelRetry",
     "NodeEnd",
     "NodeFailed",
     "NodeSkipped",
@@ -117,11 +122,14 @@ __all__ = [
     "OperationNode",
     "ParseError",
     "ProtocolError",
+    "ProviderConnectionError",
     "ProviderError",
     "ProviderReport",
     "ProviderTimeout",
     "RateLimitError",
+    "RateLimitQueueFull",
     "ResultCondition",
+    "RetryPolicy",
     "RunEnd",
     "RunFailed",
     "RunStart",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, JsonValue
 
 from lionagi.errors import ConfigurationError, OperationError
+from lionagi.operations._model_call import retry_hook
 from lionagi.operations.turn import control_point
 from lionagi.protocols.context_providers import ProviderReport
 from lionagi.protocols.messages import Instruction, Message, System
@@ -208,7 +209,8 @@ async def invoke_model(
         request_messages(branch, scope, pending),
         tools=tools,
         response_format=response_format,
+        on_retry=retry_hook(branch, scope),
         **(options or {}),
     )
-    scope.context.record_usage(response.usage)
+    scope.context.record_usage(response.usage, response.attempts)
     return response

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import OperationError
+from lionagi.operations._model_call import retry_hook
 from lionagi.operations._prepare import check_models, check_options, model_for
 from lionagi.operations.turn import control_point, run_in_turn
 from lionagi.protocols.messages import Instruction, System
@@ -53,8 +54,10 @@ async def interpret(
         await control_point(scope)
         model = model_for(scope, branch, interpret_model)
         ask = Instruction(instruction=text, guidance=guidance or None)
-        response = await model.invoke([System(content=_SYSTEM), ask], **options)
-        scope.context.record_usage(response.usage)
+        response = await model.invoke(
+            [System(content=_SYSTEM), ask], on_retry=retry_hook(branch, scope), **options
+        )
+        scope.context.record_usage(response.usage, response.attempts)
         return response.text.strip()
 
     return await run_in_turn(branch, model=interpret_model, invoke=body, operation="interpret")

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from lionagi.errors import OperationError, ParseError
 from lionagi.operations._extract import validate_into
+from lionagi.operations._model_call import retry_hook
 from lionagi.operations._prepare import check_models, model_for
 from lionagi.operations.turn import control_point, run_in_turn
 from lionagi.protocols.messages import Instruction, System
@@ -72,9 +73,11 @@ async def parse_in_scope(
             response_format=schema,
         )
         response = await model.invoke(
-            [System(content=_REFORMAT_SYSTEM), ask], response_format=schema
+            [System(content=_REFORMAT_SYSTEM), ask],
+            response_format=schema,
+            on_retry=retry_hook(branch, scope),
         )
-        scope.context.record_usage(response.usage)
+        scope.context.record_usage(response.usage, response.attempts)
         attempt_text = response.text
         try:
             return validate_into(attempt_text, response_format)

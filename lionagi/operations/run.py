@@ -23,6 +23,7 @@ import anyio
 from pydantic import JsonValue
 
 from lionagi.errors import OperationError
+from lionagi.operations._model_call import retry_hook
 from lionagi.operations._prepare import (
     RESERVED_OPTIONS,
     apply_context_providers,
@@ -149,6 +150,7 @@ async def _stream_turn(
             request_messages(branch, scope),
             tools=tools,
             session_id=resume,
+            on_retry=retry_hook(branch, scope),
             **options,
         )
         segments = _Segmenter(model)
@@ -162,7 +164,8 @@ async def _stream_turn(
         finally:
             with anyio.CancelScope(shield=True):
                 await _aclose(chunks)
-            scope.context.record_usage(segments.usage)
+            final = segments.final
+            scope.context.record_usage(segments.usage, 1 if final is None else final.attempts)
         final = segments.final
         if final is not None and final.session_id:
             branch._resume_ids[model.provider_name] = final.session_id

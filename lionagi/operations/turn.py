@@ -414,6 +414,7 @@ class _Turn:
                 duration_ms=duration_ms,
                 usage=context.usage,
                 num_turns=context.model_calls,
+                attempts=context.model_attempts,
                 operation=context.operation,
                 op_id=current_op_id.get(),
             )

@@ -78,15 +78,18 @@ class TurnExecutionContext:
     #: usage reported by this turn's model calls, and how many calls there were
     usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
+    #: requests those calls sent, retried attempts included
+    model_attempts: int = 0
     operation: str | None = None
     # the task group of the running step; None between the steps of a stream turn
     task_group: TaskGroup | None = field(default=None, repr=False)
     # the newest in-turn message signal: the next one waits for it, keeping observer order
     last_signal: TaskHandle | None = field(default=None, repr=False)
 
-    def record_usage(self, usage: Usage | None) -> None:
-        """Add one model call's usage to the turn's totals."""
+    def record_usage(self, usage: Usage | None, attempts: int = 1) -> None:
+        """Add one model call's usage (and the requests it took) to the turn's totals."""
         self.model_calls += 1
+        self.model_attempts += attempts
         if usage is not None:
             self.usage = self.usage + usage
 

@@ -8,9 +8,11 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ProtocolError",
+    "ProviderConnectionError",
     "ProviderError",
     "ProviderTimeout",
     "RateLimitError",
+    "RateLimitQueueFull",
     "ServerError",
     "UnknownProviderError",
 ]
@@ -67,8 +69,20 @@ class ProtocolError(ProviderError):
     """The provider answered in a shape we cannot read: malformed SSE or JSON, a broken stream."""
 
 
+class ProviderConnectionError(ProtocolError):
+    """The connection to the provider was refused, reset or could not be resolved (DNS).
+
+    The request got no (complete) answer; retry policies retry it. It is a
+    :class:`ProtocolError` too, which is what these failures were reported as before.
+    """
+
+
 class ProviderTimeout(ProviderError, TimeoutError):
     """The provider did not answer within the model's ``timeout``."""
+
+
+class RateLimitQueueFull(LionError):
+    """Too many calls already wait for a model's own rate limit (its ``queue_capacity``)."""
 
 
 class UnknownProviderError(LionError, ValueError):

@@ -2,7 +2,10 @@
 
 It is the only object operations talk to for generation. It adds what every provider shares:
 a per-model concurrency limit (``anyio.CapacityLimiter``), timeouts as cancel scopes, request
-defaults, and a secret-free ``to_dict``.
+defaults, and a secret-free ``to_dict``. Its resilience policies — retries
+(:mod:`~lionagi.service.retry`), rate limits (:mod:`~lionagi.service.ratelimit`) and fallback
+models (:mod:`~lionagi.service.fallback`) — wrap each call, so one call is one reply however
+many attempts it took.
 """
 
 from __future__ import annotations
@@ -16,10 +19,19 @@ from pydantic import BaseModel, SecretStr
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
+from lionagi.service.clock import ANYIO_CLOCK, Clock
 from lionagi.service.errors import ProviderTimeout
+from lionagi.service.fallback import check_fallback, invoke_with_fallback
 from lionagi.service.providers import provider_class
 from lionagi.service.providers.base import Provider
-from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
+from lionagi.service.ratelimit import (
+    RateLimiter,
+    RateLimitGrant,
+    check_rate_settings,
+    estimate_tokens,
+)
+from lionagi.service.retry import DEFAULT_RETRY, RetryHook, RetryPolicy, call_with_retry
+from lionagi.service.types import FinalChunk, ModelRequest, ModelResponse, StreamChunk
 
 __all__ = ["DEFAULT_TIMEOUT", "iModel"]
 
@@ -43,6 +55,17 @@ class iModel:
     none) bounds a whole ``invoke`` and the wait for each chunk of a ``stream``.
     ``concurrency_limit`` caps calls in flight on this model object. Other keyword arguments
     are request defaults (``temperature=0.2``...), overridable per call.
+
+    Resilience, per model object and so shared by every Branch that uses it:
+
+    - ``retry``: a :class:`~lionagi.service.retry.RetryPolicy` (default: 3 attempts with
+      exponential backoff and jitter, honouring ``Retry-After``); ``None`` or ``False`` for no
+      retries. Attempts happen inside one ``invoke``; ``ModelResponse.attempts`` counts them.
+    - ``limit_requests`` / ``limit_tokens`` per ``interval`` seconds (default 60), FIFO, with at
+      most ``queue_capacity`` callers waiting (default: no bound) — upstream lionagi's names.
+    - ``fallback``: models tried in order when this one fails for good with a retryable error
+      (or one of ``fallback_on``); the reply's ``provider``/``model`` say which answered.
+    - ``clock``: where retries and rate limits read time and sleep (anyio's by default).
     """
 
     def __init__(
@@ -54,6 +77,14 @@ class iModel:
         base_url: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         concurrency_limit: int | None = None,
+        retry: RetryPolicy | bool | None = True,
+        limit_requests: int | None = None,
+        limit_tokens: int | None = None,
+        interval: float = 60.0,
+        queue_capacity: int | None = None,
+        fallback: Sequence[iModel] = (),
+        fallback_on: tuple[type[BaseException], ...] = (),
+        clock: Clock | None = None,
         **request_defaults: Any,
     ) -> None:
         if timeout is not None and (
@@ -72,6 +103,19 @@ class iModel:
             )
         if base_url is not None:
             _check_base_url(base_url)
+        check_rate_settings(limit_requests, limit_tokens, interval, queue_capacity)
+        if clock is not None and not isinstance(clock, Clock):
+            raise ConfigurationError(
+                f"clock must have now() and async sleep(seconds), got {type(clock).__name__}"
+            )
+        self.retry: RetryPolicy | None = _retry_policy(retry)
+        self.limit_requests = limit_requests
+        self.limit_tokens = limit_tokens
+        self.interval = float(interval)
+        self.queue_capacity = queue_capacity
+        self.fallback: tuple[iModel, ...] = check_fallback(self, fallback, fallback_on)
+        self.fallback_on = fallback_on
+        self.clock: Clock = ANYIO_CLOCK if clock is None else clock
         self.timeout = timeout
         self.concurrency_limit = concurrency_limit
         self.request_defaults: dict[str, Any] = dict(request_defaults)
@@ -98,6 +142,25 @@ class iModel:
             if concurrency_limit is None
             else LoopBound(lambda: anyio.CapacityLimiter(concurrency_limit), _limiter_idle)
         )
+        self._rate: LoopBound[RateLimiter] | None = (
+            None
+            if limit_requests is None and limit_tokens is None
+            else LoopBound(self._new_rate_limiter, RateLimiter.idle)
+        )
+
+    def _new_rate_limiter(self) -> RateLimiter:
+        return RateLimiter(
+            limit_requests=self.limit_requests,
+            limit_tokens=self.limit_tokens,
+            interval=self.interval,
+            queue_capacity=self.queue_capacity,
+            clock=self.clock,
+        )
+
+    @property
+    def rate_limiter(self) -> RateLimiter | None:
+        """This model's rate limiter in the running event loop (``None`` without limits)."""
+        return None if self._rate is None else self._rate.get()
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -155,9 +218,28 @@ class iModel:
         tools: Sequence[Mapping[str, Any]] = (),
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
         session_id: str | None = None,
+        on_retry: RetryHook | None = None,
         **options: Any,
     ) -> ModelResponse:
-        """Send ``messages`` and return the whole reply (typed errors on failure)."""
+        """Send ``messages`` and return the whole reply (typed errors on failure).
+
+        The call follows the model's policies (see the class docstring): retried attempts,
+        rate limits and fallback models all happen inside it. ``on_retry`` is told about each
+        failed attempt before its backoff wait.
+
+        Concurrency: checkpoints; cancel-safe — a cancellation (also during a backoff or a
+        rate-limit wait) ends the call at once, takes no rate-limit place and is re-raised.
+        """
+        if self.fallback:
+            return await invoke_with_fallback(
+                self,
+                messages,
+                tools=tools,
+                response_format=response_format,
+                session_id=session_id,
+                on_retry=on_retry,
+                options=options,
+            )
         request = self.request(
             messages,
             tools=tools,
@@ -165,6 +247,41 @@ class iModel:
             session_id=session_id,
             **options,
         )
+        return await self.send(request, on_retry=on_retry)
+
+    async def send(
+        self, request: ModelRequest, *, on_retry: RetryHook | None = None
+    ) -> ModelResponse:
+        """Send a prepared ``request`` under this model's retry policy and limits (no fallback).
+
+        Concurrency and cancellation as :meth:`invoke`.
+        """
+        if self.retry is None:
+            return await self._attempt(request)
+        response, attempts = await call_with_retry(
+            self.retry,
+            lambda: self._attempt(request),
+            idempotent=self.provider.idempotent,
+            clock=self.clock,
+            on_retry=on_retry,
+            provider=self.provider_name,
+            model=self.model,
+        )
+        if attempts > 1:
+            response = response.model_copy(update={"attempts": attempts})
+        return response
+
+    async def _attempt(self, request: ModelRequest) -> ModelResponse:
+        """One attempt: a rate-limit place, a concurrency slot, then the timed provider call."""
+        if self._rate is None:
+            return await self._limited(request)
+        grant = await self._rate.get().acquire(estimate_tokens(request) if self.limit_tokens else 0)
+        response = await self._limited(request)
+        if self.limit_tokens:
+            grant.settle(response.usage.input_tokens + response.usage.output_tokens)
+        return response
+
+    async def _limited(self, request: ModelRequest) -> ModelResponse:
         if self._limiter is None:
             return await self._invoke_timed(request)
         async with self._limiter.get():
@@ -189,11 +306,14 @@ class iModel:
         tools: Sequence[Mapping[str, Any]] = (),
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
         session_id: str | None = None,
+        on_retry: RetryHook | None = None,
         **options: Any,
     ) -> AsyncIterator[StreamChunk]:
         """Yield reply chunks; the last is a ``FinalChunk``. ``aclose()`` ends the call at once.
 
-        The timeout bounds the wait for each chunk. No cancel scope spans a ``yield``.
+        The timeout bounds the wait for each chunk. No cancel scope spans a ``yield``. The retry
+        policy and rate limits apply until the first chunk arrives: a stream that failed before
+        yielding anything is opened again; once a chunk was yielded, a failure is raised.
         """
         request = self.request(
             messages,
@@ -203,39 +323,88 @@ class iModel:
             **options,
         )
         limiter = None if self._limiter is None else self._limiter.get()
+        if self.retry is None:
+            opened = await self._open_stream(request, limiter)
+            attempts = 1
+        else:
+            opened, attempts = await call_with_retry(
+                self.retry,
+                lambda: self._open_stream(request, limiter),
+                idempotent=self.provider.idempotent,
+                clock=self.clock,
+                on_retry=on_retry,
+                provider=self.provider_name,
+                model=self.model,
+            )
+        chunks, chunk, borrower, grant = opened
+        try:
+            while chunk is not None:
+                if isinstance(chunk, FinalChunk):
+                    if grant is not None:
+                        usage = chunk.response.usage
+                        grant.settle(usage.input_tokens + usage.output_tokens)
+                    if attempts > 1:
+                        update = {"attempts": attempts}
+                        chunk = FinalChunk(response=chunk.response.model_copy(update=update))
+                yield chunk
+                chunk = await self._next_chunk(chunks)
+        finally:
+            await self._close_stream(chunks, limiter, borrower)
+
+    async def _open_stream(
+        self, request: ModelRequest, limiter: anyio.CapacityLimiter | None
+    ) -> tuple[AsyncIterator[StreamChunk], StreamChunk | None, object, RateLimitGrant | None]:
+        """One attempt at a stream: a rate-limit place, a slot, the stream and its first chunk.
+
+        On failure (or cancellation) the stream is closed and the slot given back.
+        """
+        grant = None
+        if self._rate is not None:
+            tokens = estimate_tokens(request) if self.limit_tokens else 0
+            grant = await self._rate.get().acquire(tokens)
         borrower = object()
         if limiter is not None:
             await limiter.acquire_on_behalf_of(borrower)
         chunks = self.provider.stream(request)
-        wait = self.timeout
         try:
-            while True:
-                if wait is None:  # no deadline: no cancel scope per chunk either
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        return
-                    yield chunk
-                    continue
-                with anyio.move_on_after(wait) as scope:
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        return
-                if scope.cancelled_caught:
-                    raise ProviderTimeout(
-                        f"no stream data within {wait:g}s",
-                        provider=self.provider_name,
-                        model=self.model,
-                    )
-                yield chunk
-        finally:
+            first = await self._next_chunk(chunks)
+        except BaseException:
+            await self._close_stream(chunks, limiter, borrower)
+            raise
+        return chunks, first, borrower, grant
+
+    async def _next_chunk(self, chunks: AsyncIterator[StreamChunk]) -> StreamChunk | None:
+        """The next chunk (``None`` at the end), waiting at most ``timeout`` for it."""
+        wait = self.timeout
+        if wait is None:  # no deadline: no cancel scope per chunk either
             try:
-                with anyio.CancelScope(shield=True):
-                    await _aclose(chunks)
-            finally:
-                if limiter is not None:
-                    limiter.release_on_behalf_of(borrower)
+                return await chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+        with anyio.move_on_after(wait) as scope:
+            try:
+                return await chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+        assert scope.cancelled_caught
+        raise ProviderTimeout(
+            f"no stream data within {wait:g}s",
+            provider=self.provider_name,
+            model=self.model,
+        )
+
+    @staticmethod
+    async def _close_stream(
+        chunks: AsyncIterator[StreamChunk],
+        limiter: anyio.CapacityLimiter | None,
+        borrower: object,
+    ) -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                await _aclose(chunks)
+        finally:
+            if limiter is not None:
+                limiter.release_on_behalf_of(borrower)
 
     # -- copies and serialization --------------------------------------------------------
     def copy(self) -> iModel:
@@ -244,8 +413,23 @@ class iModel:
             self.provider.clone(),
             timeout=self.timeout,
             concurrency_limit=self.concurrency_limit,
+            **self.policy_settings(),
             **self.request_defaults,
         )
+
+    def policy_settings(self) -> dict[str, Any]:
+        """The resilience constructor arguments of this model, for building a copy
+        (fallback models are copied too; limiters are never shared with the copy)."""
+        return {
+            "retry": self.retry,
+            "limit_requests": self.limit_requests,
+            "limit_tokens": self.limit_tokens,
+            "interval": self.interval,
+            "queue_capacity": self.queue_capacity,
+            "fallback": tuple(model.copy() for model in self.fallback),
+            "fallback_on": self.fallback_on,
+            "clock": self.clock,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """Configuration without secrets; ``from_dict`` reads the key from the environment."""
@@ -256,7 +440,22 @@ class iModel:
             "concurrency_limit": self.concurrency_limit,
             "provider_settings": dict(self.provider.config()),
             "request_defaults": dict(self.request_defaults),
+            **self._policy_dict(),
         }
+
+    def _policy_dict(self) -> dict[str, Any]:
+        """The resilience settings that differ from the defaults."""
+        data: dict[str, Any] = {}
+        if self.retry is not DEFAULT_RETRY:
+            data["retry"] = None if self.retry is None else self.retry.to_dict()
+        for name in ("limit_requests", "limit_tokens", "queue_capacity"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        if self.interval != 60.0:
+            data["interval"] = self.interval
+        if self.fallback:
+            data["fallback"] = [model.to_dict() for model in self.fallback]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> iModel:
@@ -290,12 +489,39 @@ class iModel:
             base_url=base_url,
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
             concurrency_limit=data.get("concurrency_limit"),
+            retry=_retry_from_dict(data.get("retry", True)),
+            limit_requests=data.get("limit_requests"),
+            limit_tokens=data.get("limit_tokens"),
+            interval=data.get("interval", 60.0),
+            queue_capacity=data.get("queue_capacity"),
+            fallback=[cls.from_dict(item) for item in data.get("fallback") or ()],
             **settings,
             **defaults,
         )
 
     async def aclose(self) -> None:
         await self.provider.aclose()
+
+
+def _retry_policy(retry: object) -> RetryPolicy | None:
+    if retry is True:
+        return DEFAULT_RETRY
+    if retry is None or retry is False:
+        return None
+    if isinstance(retry, RetryPolicy):
+        return retry
+    raise ConfigurationError(
+        f"retry must be a RetryPolicy, True (the default policy) or None/False (no retries), "
+        f"got {retry!r}; for a number of attempts use RetryPolicy(attempts={retry!r})"
+    )
+
+
+def _retry_from_dict(data: object) -> RetryPolicy | bool | None:
+    if data is None or isinstance(data, bool):
+        return data
+    if not isinstance(data, Mapping):
+        raise ConfigurationError(f"iModel.from_dict: retry must be a mapping, got {data!r}")
+    return RetryPolicy.from_dict(data)
 
 
 def _split_names(provider: str | None, model: str | None) -> tuple[str, str]:

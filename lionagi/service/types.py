@@ -40,7 +40,11 @@ class ModelRequest:
 
 
 class ModelResponse(BaseModel):
-    """A complete model reply."""
+    """A complete model reply.
+
+    ``attempts`` is how many requests the call sent to get it (retries included);
+    ``provider``/``model`` name the model that answered (a fallback model, when one did).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -52,6 +56,7 @@ class ModelResponse(BaseModel):
     finish_reason: str | None = None
     session_id: str | None = None
     raw: JsonValue = None
+    attempts: int = 1
 
 
 class TextDelta(BaseModel):

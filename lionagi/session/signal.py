@@ -25,6 +25,7 @@ __all__ = [
     "FlowSignal",
     "FlowStart",
     "MessageAdded",
+    "ModelRetry",
     "NodeEnd",
     "NodeFailed",
     "NodeSignal",
@@ -84,6 +85,8 @@ class RunEnd(Signal):
     output_tokens: int = 0
     total_cost_usd: float = 0.0
     num_turns: int = 0
+    #: requests sent by the turn's model calls, retried attempts included
+    attempts: int = 0
     duration_ms: float = 0.0
 
 
@@ -120,6 +123,23 @@ class ToolFailed(Signal):
         return _error_text(data)
 
 
+class ModelRetry(Signal):
+    """A model call failed with a retryable error and will be sent again after ``wait`` seconds.
+
+    ``attempt`` is the failed attempt (1-based); ``error`` says what happened (its type and
+    message; secrets were scrubbed by the provider). The turn's ``RunEnd.attempts`` counts every
+    attempt its model calls made.
+    """
+
+    turn_id: UUID | None = None
+    attempt: int
+    wait: float
+    error: str
+    status: int | None = None
+    provider: str | None = None
+    model: str | None = None
+
+
 class MessageAdded(Signal):
     """A message was appended to the Branch history."""
 
@@ -135,13 +155,15 @@ def build_run_end(
     result: Any = None,
     usage: Usage | None = None,
     num_turns: int = 0,
+    attempts: int | None = None,
     operation: str | None = None,
     op_id: str | None = None,
 ) -> RunEnd:
     """The :class:`RunEnd` for a finished turn of ``branch``.
 
     ``usage`` is what the turn's model calls reported; without it, a ``result`` that carries a
-    ``usage`` attribute is used. ``num_turns`` counts model calls.
+    ``usage`` attribute is used. ``num_turns`` counts model calls and ``attempts`` the requests
+    they sent (``num_turns`` when not given).
     """
     if usage is None:
         candidate = getattr(result, "usage", None)
@@ -155,6 +177,7 @@ def build_run_end(
         output_tokens=usage.output_tokens,
         total_cost_usd=usage.cost_usd or 0.0,
         num_turns=num_turns,
+        attempts=num_turns if attempts is None else attempts,
         duration_ms=duration_ms,
     )
 

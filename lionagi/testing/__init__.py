@@ -4,8 +4,10 @@
 calling your function. Both are full :class:`~lionagi.service.imodel.iModel` objects, with no
 network and deterministic. ``Recorder`` records a session's signals and
 ``assert_one_terminal_per_start`` checks that every started turn ended exactly once.
+``VirtualClock`` makes retry and rate-limit waits instant and observable.
 """
 
+from lionagi.testing._clock import VirtualClock
 from lionagi.testing._function import FunctionModel, FunctionProvider
 from lionagi.testing._offline import Reply
 from lionagi.testing._recorder import Recorder, assert_one_terminal_per_start
@@ -20,6 +22,7 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptedProvider",
     "TestModel",
+    "VirtualClock",
     "assert_one_terminal_per_start",
     "schema_example",
 ]

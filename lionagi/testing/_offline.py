@@ -113,6 +113,7 @@ class OfflineModel(iModel):
             self.provider.clone(),
             timeout=self.timeout,
             concurrency_limit=self.concurrency_limit,
+            **self.policy_settings(),
             **self.request_defaults,
         )
         return clone

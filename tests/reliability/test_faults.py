@@ -31,6 +31,7 @@ from lionagi.service.errors import (
     AuthenticationError,
     BadRequestError,
     ProtocolError,
+    ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
     RateLimitError,
@@ -135,7 +136,7 @@ HTTP_FAULTS: dict[str, tuple[Reply, type[ProviderError]]] = {
     "JSON without choices": (Reply(json={"id": "1", "object": "nothing"}), ProtocolError),
     "dropped mid-body": (
         Reply(events=['{"id": "1", "choi', DROP], headers={"content-type": "application/json"}),
-        ProtocolError,
+        ProviderConnectionError,
     ),
     "no answer (timeout)": (Reply(hang=True), ProviderTimeout),
 }
@@ -175,8 +176,14 @@ STREAM_FAULTS: dict[str, tuple[Reply, type[ProviderError], list[str]]] = {
 
 
 def http_model(server: ScriptedServer, *, timeout: float = 10.0) -> iModel:
+    # one request per call: these faults must surface as they are (retries: test_retry.py)
     return iModel(
-        "openai", "gpt-test", base_url=f"{server.url}/v1", api_key=SECRET, timeout=timeout
+        "openai",
+        "gpt-test",
+        base_url=f"{server.url}/v1",
+        api_key=SECRET,
+        timeout=timeout,
+        retry=None,
     )
 
 
@@ -233,7 +240,7 @@ async def test_connection_refused_is_a_protocol_error_and_the_branch_recovers(
     with socket.socket() as probe:  # a port that nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    dead = iModel("openai", "m", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET)
+    dead = iModel("openai", "m", base_url=f"http://127.0.0.1:{port}/v1", api_key=SECRET, retry=None)
     live = http_model(server)
     server.reply(completion())
     branch, recorder, _ = observed_branch(chat_model=dead)

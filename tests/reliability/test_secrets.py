@@ -66,12 +66,15 @@ def produced(
     return "\n".join(parts)
 
 
+# one request per call: the error each scripted reply causes is the one examined
 def openai(server: ScriptedServer) -> iModel:
-    return iModel("openai", "gpt-test", base_url=f"{server.url}/v1", api_key=SECRET, timeout=10)
+    url = f"{server.url}/v1"
+    return iModel("openai", "gpt-test", base_url=url, api_key=SECRET, timeout=10, retry=None)
 
 
 def anthropic(server: ScriptedServer) -> iModel:
-    return iModel("anthropic", "claude-test", base_url=server.url, api_key=SECRET, timeout=10)
+    url = server.url
+    return iModel("anthropic", "claude-test", base_url=url, api_key=SECRET, timeout=10, retry=None)
 
 
 def openai_ok() -> Reply:

@@ -12,6 +12,7 @@ import enum
 import json
 import select
 import socket
+import struct
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -47,6 +48,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     events: list[str | Step] | None = None
     hang: bool = False  # never send anything; block until the server stops
+    reset: bool = False  # answer nothing and reset the connection (TCP RST)
 
 
 @dataclass
@@ -174,6 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
         reply = owner.next_reply()
         if reply.hang:
             owner.stopping.wait()
+            self.close_connection = True
+            return
+        if reply.reset:
+            # linger 0: close() sends RST instead of FIN, as a crashed or overloaded peer does
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             return
         try:

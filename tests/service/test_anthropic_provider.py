@@ -52,7 +52,8 @@ WEATHER_TOOL = {
 
 
 def model_for(server: ScriptedServer, **kwargs: Any) -> iModel:
-    options: dict[str, Any] = {"api_key": KEY, "timeout": 10.0, **kwargs}
+    # the transport itself: one request per call (retries are tested in test_retry.py)
+    options: dict[str, Any] = {"api_key": KEY, "timeout": 10.0, "retry": None, **kwargs}
     return iModel("anthropic", "claude-test", base_url=server.url, **options)
 
 

@@ -258,7 +258,9 @@ async def test_timeout_raises_provider_timeout() -> None:
             await anyio.Event().wait()
         return "next"
 
-    model = FunctionModel(first_hangs, name="slow", model="m", timeout=0.05, concurrency_limit=1)
+    model = FunctionModel(
+        first_hangs, name="slow", model="m", timeout=0.05, concurrency_limit=1, retry=None
+    )
     with pytest.raises(ProviderTimeout) as info:
         await model.invoke(ASK)
     assert isinstance(info.value, TimeoutError)

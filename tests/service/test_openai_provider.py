@@ -41,7 +41,8 @@ KEY = "sk-test-secret-0123456789"
 
 
 def model_for(server: ScriptedServer, **kwargs: Any) -> iModel:
-    options: dict[str, Any] = {"api_key": KEY, "timeout": 10.0, **kwargs}
+    # the transport itself: one request per call (retries are tested in test_retry.py)
+    options: dict[str, Any] = {"api_key": KEY, "timeout": 10.0, "retry": None, **kwargs}
     return iModel("openai", "gpt-test", base_url=f"{server.url}/v1", **options)
 
 

@@ -68,6 +68,8 @@ class CLIProvider(Provider):
     """
 
     supports_native_tools = False
+    #: the CLI runs its own tools: a repeated request may repeat their side effects
+    idempotent = False
     #: the program run when no ``executable`` setting is given
     default_executable: ClassVar[str] = ""
     #: environment variable through which ``api_key`` reaches the child (``None``: not passed)

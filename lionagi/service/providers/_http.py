@@ -28,6 +28,7 @@ from lionagi.service.errors import (
     AuthenticationError,
     BadRequestError,
     ProtocolError,
+    ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
     RateLimitError,
@@ -236,9 +237,15 @@ class HTTPProvider(Provider):
                 f"timed out ({type(exc).__name__}): {detail}", provider=self.name, model=self.model
             )
         if isinstance(exc, httpx.ConnectError):
-            return ProtocolError(
+            return ProviderConnectionError(
                 f"cannot connect to {self.base_url}: {detail}; is the server running and "
                 "base_url right?",
+                provider=self.name,
+                model=self.model,
+            )
+        if isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError):
+            return ProviderConnectionError(
+                f"the connection was reset or closed ({type(exc).__name__}): {detail}",
                 provider=self.name,
                 model=self.model,
             )

@@ -27,6 +27,9 @@ class Provider(ABC):
     default_base_url: ClassVar[str | None] = None
     api_key_env: ClassVar[str | None] = None
     supports_native_tools: ClassVar[bool] = True
+    #: whether sending the same request again is harmless (no side effects beyond the reply);
+    #: retry policies retry server errors and timeouts only for idempotent providers
+    idempotent: ClassVar[bool] = True
     #: constructor keywords of this provider that ``iModel(**kwargs)`` routes here
     #: instead of into the request defaults
     setting_names: ClassVar[tuple[str, ...]] = ()

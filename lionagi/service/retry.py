@@ -1,0 +1,226 @@
+"""Retries with exponential backoff and jitter, as a model policy.
+
+:class:`RetryPolicy` says which failures of one model call are worth another attempt and how
+long to wait first; :func:`call_with_retry` runs the attempts. The loop is tenacity's
+``AsyncRetrying`` driven by a :class:`~lionagi.service.clock.Clock` (anyio time by default), so
+it works on asyncio and trio alike and its waits follow trio's ``MockClock`` or a
+:class:`lionagi.testing.VirtualClock`.
+
+What is retried: rate limiting (429, waiting ``Retry-After`` when the provider sends it),
+connection failures, and — for idempotent requests only — server errors (5xx, 408, 409) and
+timeouts. Authentication, bad requests, unreadable answers and parse failures are raised at
+once. A cancellation is never retried and stops the loop at once, also during a backoff wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from lionagi.errors import ConfigurationError
+from lionagi.service.clock import ANYIO_CLOCK, Clock
+from lionagi.service.errors import (
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    RateLimitError,
+    ServerError,
+)
+
+__all__ = ["DEFAULT_RETRY", "RetryAttempt", "RetryPolicy", "call_with_retry"]
+
+logger = logging.getLogger("lionagi.service.retry")
+
+T = TypeVar("T")
+
+#: HTTP statuses (besides 429 and 5xx) that mean "try again" for an idempotent request
+_RETRY_STATUSES = frozenset({408, 409})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How one model call is retried.
+
+    ``attempts`` counts every try, the first included (``1`` never retries). The wait before
+    attempt *n + 1* is ``min(max_wait, initial * exp_base ** (n - 1)) + uniform(0, jitter)``
+    seconds, unless the provider said ``Retry-After``: then exactly that. A ``Retry-After``
+    longer than ``max_retry_after`` is not waited for; the :class:`RateLimitError` is raised so
+    the caller can decide. ``retry_on`` adds exception types of your own to retry.
+    """
+
+    attempts: int = 3
+    initial: float = 0.5
+    max_wait: float = 8.0
+    exp_base: float = 2.0
+    jitter: float = 0.5
+    max_retry_after: float = 60.0
+    retry_on: tuple[type[BaseException], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attempts, int) or isinstance(self.attempts, bool):
+            raise ConfigurationError(f"RetryPolicy.attempts must be an int, got {self.attempts!r}")
+        if self.attempts < 1:
+            raise ConfigurationError(
+                f"RetryPolicy.attempts must be at least 1 (the first try), got {self.attempts}"
+            )
+        for name in ("initial", "max_wait", "jitter", "max_retry_after"):
+            value = getattr(self, name)
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ConfigurationError(
+                    f"RetryPolicy.{name} must be a finite number of seconds >= 0, got {value!r}"
+                )
+        if not isinstance(self.exp_base, int | float) or not self.exp_base >= 1:
+            raise ConfigurationError(f"RetryPolicy.exp_base must be >= 1, got {self.exp_base!r}")
+        if not isinstance(self.retry_on, tuple) or not all(
+            isinstance(t, type) and issubclass(t, BaseException) for t in self.retry_on
+        ):
+            raise ConfigurationError(
+                f"RetryPolicy.retry_on must be a tuple of exception classes, got {self.retry_on!r}"
+            )
+
+    def to_dict(self) -> dict[str, float | int]:
+        """The numeric settings (``retry_on`` types are code, not configuration)."""
+        return {
+            "attempts": self.attempts,
+            "initial": self.initial,
+            "max_wait": self.max_wait,
+            "exp_base": self.exp_base,
+            "jitter": self.jitter,
+            "max_retry_after": self.max_retry_after,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetryPolicy:
+        unknown = sorted(set(data) - set(cls().to_dict()))
+        if unknown:
+            raise ConfigurationError(
+                f"RetryPolicy.from_dict: unknown settings {unknown}; known: "
+                f"{sorted(cls().to_dict())}"
+            )
+        return cls(**data)
+
+    def retryable(self, error: BaseException, *, idempotent: bool = True) -> bool:
+        """Whether ``error`` from one attempt is worth another (cancellations never are).
+
+        ``idempotent`` is False for requests with side effects (an agentic CLI that may have
+        run tools): then only failures where the provider did not take the request — rate
+        limiting, a refused or reset connection — are retried.
+        """
+        if isinstance(error, RateLimitError):
+            return error.retry_after is None or error.retry_after <= self.max_retry_after
+        if isinstance(error, ProviderConnectionError):
+            return True
+        if self.retry_on and isinstance(error, self.retry_on):
+            return True
+        if not idempotent:
+            return False
+        if isinstance(error, ServerError | ProviderTimeout):
+            return True
+        return isinstance(error, ProviderError) and error.status in _RETRY_STATUSES
+
+    def backoff(self, failed_attempt: int, error: BaseException | None) -> float:
+        """Seconds to wait after attempt ``failed_attempt`` (1-based) failed with ``error``."""
+        if isinstance(error, RateLimitError) and error.retry_after is not None:
+            return max(error.retry_after, 0.0)
+        base = self.initial * self.exp_base ** (failed_attempt - 1)
+        base = min(self.max_wait, base) if math.isfinite(base) else self.max_wait
+        # jitter spreads the retries of many callers that failed together
+        return base + random.uniform(0.0, self.jitter) if self.jitter else base
+
+
+#: the policy an iModel uses when none is given: 3 attempts, 0.5 s then 1 s (+ up to 0.5 s)
+DEFAULT_RETRY = RetryPolicy()
+
+
+@dataclass(frozen=True, slots=True)
+class RetryAttempt:
+    """One failed attempt that will be retried: which, why, and how long until the next."""
+
+    attempt: int
+    error: BaseException
+    wait: float
+    provider: str | None = None
+    model: str | None = None
+
+    @property
+    def status(self) -> int | None:
+        return getattr(self.error, "status", None)
+
+
+RetryHook = Callable[[RetryAttempt], Awaitable[None] | None]
+
+
+async def call_with_retry(
+    policy: RetryPolicy,
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    idempotent: bool = True,
+    clock: Clock = ANYIO_CLOCK,
+    on_retry: RetryHook | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+) -> tuple[T, int]:
+    """Run ``attempt()`` until it succeeds, fails for good, or ``policy.attempts`` are used.
+
+    Returns the result and how many attempts it took. The last failure is raised unchanged.
+    ``on_retry`` is called (and awaited, if it returns an awaitable) before each backoff wait;
+    its own exceptions are logged, never raised.
+
+    Concurrency: checkpoints wherever ``attempt`` does and in each wait. Cancel-safe: a
+    cancellation inside an attempt or a wait propagates at once and nothing is retried.
+    """
+    count = 0
+
+    async def counted() -> T:
+        nonlocal count
+        count += 1
+        return await attempt()
+
+    async def before_sleep(state: RetryCallState) -> None:
+        if on_retry is None:
+            return
+        outcome = state.outcome
+        assert outcome is not None
+        assert state.next_action is not None
+        error = outcome.exception()
+        assert error is not None
+        record = RetryAttempt(
+            attempt=state.attempt_number,
+            error=error,
+            wait=float(state.next_action.sleep),
+            provider=provider,
+            model=model,
+        )
+        try:
+            result = on_retry(record)
+            if result is not None:
+                await result
+        except Exception:
+            logger.exception("retry observer failed for attempt %d", record.attempt)
+
+    def wait(state: RetryCallState) -> float:
+        outcome = state.outcome
+        error = None if outcome is None else outcome.exception()
+        return policy.backoff(state.attempt_number, error)
+
+    retrying = AsyncRetrying(
+        sleep=clock.sleep,
+        stop=stop_after_attempt(policy.attempts),
+        wait=wait,
+        retry=retry_if_exception(lambda exc: policy.retryable(exc, idempotent=idempotent)),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    result: T = await retrying(counted)
+    return result, count
