@@ -28,6 +28,9 @@ SCENARIOS = {
     "cold": "import lionagi and the first turn, each in a fresh process",
     "memory": "retained per 1,000 conversations and per turn; dropped Branch freed",
     "profile": "cProfile of a recorded turn on asyncio and trio",
+    "limiter": "retry and rate-limit bookkeeping per invoke that never waits",
+    "fairness": "1,000 callers on one rate-limited model: order, windows, waits",
+    "batch": "500 conversations through a server failing 15% of requests",
     "peers": "upstream lionagi and pydantic-ai, alternating with ours (needs their env)",
 }
 

@@ -21,6 +21,7 @@ from lionagi.errors import (
     ToolNotFoundError,
     ToolTimeoutError,
     UnauthorizedActionError,
+    UsageLimitExceeded,
 )
 from lionagi.ln import alcall, bcall
 from lionagi.operations.builder import Builder, ExpansionStrategy, OperationGraphBuilder
@@ -59,6 +60,7 @@ from lionagi.service.errors import (
 from lionagi.service.imodel import iModel
 from lionagi.service.retry import RetryPolicy
 from lionagi.service.types import ModelResponse
+from lionagi.service.usage_limits import UsageLimits
 from lionagi.session.branch import Branch
 from lionagi.session.control import LoopBreak, LoopControl, LoopDirective, StopStream
 from lionagi.session.flow import FlowEvent, FlowStream
@@ -153,6 +155,8 @@ __all__ = [
     "UnauthorizedActionError",
     "UnknownProviderError",
     "Usage",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "__version__",
     "alcall",
     "bcall",

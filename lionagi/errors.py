@@ -21,6 +21,7 @@ __all__ = [
     "ToolNotFoundError",
     "ToolTimeoutError",
     "UnauthorizedActionError",
+    "UsageLimitExceeded",
 ]
 
 
@@ -104,3 +105,23 @@ class GraphCycleError(FlowError, ValueError):
             "dependencies so the graph is acyclic"
         )
         self.cycle = cycle
+
+
+class UsageLimitExceeded(LionError):
+    """A turn's next model call would break one of its ``UsageLimits``; it was not sent.
+
+    ``limit`` names the limit (``"request_limit"``, ``"total_tokens_limit"``, ...), ``value`` is
+    its setting and ``used`` what the turn would reach (requests) or has reached (tokens).
+    """
+
+    def __init__(self, limit: str, value: int, used: int) -> None:
+        requests = limit == "request_limit"
+        unit = "requests" if requests else limit.removesuffix("_limit").replace("_", " ")
+        reach = "would make" if requests else "has used"
+        super().__init__(
+            f"usage limit exceeded: {limit}={value}, and this turn {reach} {used} {unit}; "
+            f"raise UsageLimits({limit}=...) or give the turn less to do"
+        )
+        self.limit = limit
+        self.value = value
+        self.used = used

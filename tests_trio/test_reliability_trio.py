@@ -114,7 +114,8 @@ async def test_hung_model_times_out_and_frees_the_branch(autojump_clock: MockClo
             await trio.sleep_forever()
         return "ok"
 
-    branch, recorder, _ = observed_branch(chat_model=FunctionModel(hang, timeout=30))
+    # retry=None: the timeout itself is under test (retries: test_retry_trio.py)
+    branch, recorder, _ = observed_branch(chat_model=FunctionModel(hang, timeout=30, retry=None))
     start = trio.current_time()
     with pytest.raises(ProviderTimeout, match="30s"):
         await branch.chat_and_record("hang")

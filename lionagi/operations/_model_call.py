@@ -16,7 +16,15 @@ if TYPE_CHECKING:
     from lionagi.service.retry import RetryAttempt, RetryHook
     from lionagi.session.branch import Branch
 
-__all__ = ["retry_hook"]
+__all__ = ["check_usage_limits", "retry_hook"]
+
+
+def check_usage_limits(branch: Branch, scope: TurnScope) -> None:
+    """Refuse the turn's next model call if it would break the Branch's usage limits."""
+    limits = branch.usage_limits
+    if limits is not None:
+        context = scope.context
+        limits.check_before_request(context.usage, context.model_attempts)
 
 
 def retry_hook(branch: Branch, scope: TurnScope) -> RetryHook | None:

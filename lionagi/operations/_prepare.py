@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, JsonValue
 
 from lionagi.errors import ConfigurationError, OperationError
-from lionagi.operations._model_call import retry_hook
+from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations.turn import control_point
 from lionagi.protocols.context_providers import ProviderReport
 from lionagi.protocols.messages import Instruction, Message, System
@@ -205,6 +205,7 @@ async def invoke_model(
     if branch._providers:  # skips a coroutine per call when no provider is registered
         await apply_context_providers(branch, instruction, scope)
     pending = () if recorded else (instruction,)
+    check_usage_limits(branch, scope)
     response = await model.invoke(
         request_messages(branch, scope, pending),
         tools=tools,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import OperationError
-from lionagi.operations._model_call import retry_hook
+from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations._prepare import check_models, check_options, model_for
 from lionagi.operations.turn import control_point, run_in_turn
 from lionagi.protocols.messages import Instruction, System
@@ -54,6 +54,7 @@ async def interpret(
         await control_point(scope)
         model = model_for(scope, branch, interpret_model)
         ask = Instruction(instruction=text, guidance=guidance or None)
+        check_usage_limits(branch, scope)
         response = await model.invoke(
             [System(content=_SYSTEM), ask], on_retry=retry_hook(branch, scope), **options
         )

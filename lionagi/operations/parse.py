@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from lionagi.errors import OperationError, ParseError
 from lionagi.operations._extract import validate_into
-from lionagi.operations._model_call import retry_hook
+from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations._prepare import check_models, model_for
 from lionagi.operations.turn import control_point, run_in_turn
 from lionagi.protocols.messages import Instruction, System
@@ -72,6 +72,7 @@ async def parse_in_scope(
             context={"text": attempt_text},
             response_format=schema,
         )
+        check_usage_limits(branch, scope)
         response = await model.invoke(
             [System(content=_REFORMAT_SYSTEM), ask],
             response_format=schema,

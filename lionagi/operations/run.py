@@ -23,7 +23,7 @@ import anyio
 from pydantic import JsonValue
 
 from lionagi.errors import OperationError
-from lionagi.operations._model_call import retry_hook
+from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations._prepare import (
     RESERVED_OPTIONS,
     apply_context_providers,
@@ -146,6 +146,7 @@ async def _stream_turn(
         await control_point(scope)
         await apply_context_providers(branch, instruction, scope)
         resume = session_id or branch._resume_ids.get(model.provider_name)
+        check_usage_limits(branch, scope)
         chunks = model.stream(
             request_messages(branch, scope),
             tools=tools,

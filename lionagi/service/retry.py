@@ -180,7 +180,19 @@ async def call_with_retry(
     Concurrency: checkpoints wherever ``attempt`` does and in each wait. Cancel-safe: a
     cancellation inside an attempt or a wait propagates at once and nothing is retried.
     """
-    count = 0
+    # The first attempt runs on its own: most calls succeed, and they should not pay for
+    # setting up the retry loop (tenacity's per-call state costs more than the call itself
+    # for a fast model). Its failure is handled exactly as the loop handles the later ones.
+    try:
+        return await attempt(), 1
+    except Exception as error:
+        if policy.attempts == 1 or not policy.retryable(error, idempotent=idempotent):
+            raise
+        first_wait = policy.backoff(1, error)
+        await _notify(on_retry, RetryAttempt(1, error, first_wait, provider, model))
+    await clock.sleep(first_wait)
+
+    count = 1
 
     async def counted() -> T:
         nonlocal count
@@ -195,28 +207,17 @@ async def call_with_retry(
         assert state.next_action is not None
         error = outcome.exception()
         assert error is not None
-        record = RetryAttempt(
-            attempt=state.attempt_number,
-            error=error,
-            wait=float(state.next_action.sleep),
-            provider=provider,
-            model=model,
-        )
-        try:
-            result = on_retry(record)
-            if result is not None:
-                await result
-        except Exception:
-            logger.exception("retry observer failed for attempt %d", record.attempt)
+        wait = float(state.next_action.sleep)
+        await _notify(on_retry, RetryAttempt(count, error, wait, provider, model))
 
     def wait(state: RetryCallState) -> float:
         outcome = state.outcome
         error = None if outcome is None else outcome.exception()
-        return policy.backoff(state.attempt_number, error)
+        return policy.backoff(count, error)
 
     retrying = AsyncRetrying(
         sleep=clock.sleep,
-        stop=stop_after_attempt(policy.attempts),
+        stop=stop_after_attempt(policy.attempts - 1),
         wait=wait,
         retry=retry_if_exception(lambda exc: policy.retryable(exc, idempotent=idempotent)),
         before_sleep=before_sleep,
@@ -224,3 +225,15 @@ async def call_with_retry(
     )
     result: T = await retrying(counted)
     return result, count
+
+
+async def _notify(on_retry: RetryHook | None, record: RetryAttempt) -> None:
+    """Tell ``on_retry`` about a failed attempt; its own failure is logged, never raised."""
+    if on_retry is None:
+        return
+    try:
+        result = on_retry(record)
+        if result is not None:
+            await result
+    except Exception:
+        logger.exception("retry observer failed for attempt %d", record.attempt)

@@ -22,6 +22,7 @@ from lionagi.protocols.context_providers import ContextProviderRegistry, Provide
 from lionagi.protocols.messages import Instruction, Message, MessageManager, System
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
+from lionagi.service.usage_limits import UsageLimits
 from lionagi.session._serialization import branch_from_dict, branch_to_dict
 from lionagi.session.control import LoopControl, LoopDirective
 
@@ -71,7 +72,8 @@ class Branch:
     ``system`` (text or a :class:`System`) becomes the first message, followed by
     ``messages``. Models are :class:`iModel` objects or ``"provider/model"`` strings;
     ``parse_model`` falls back to ``chat_model``. ``tools`` are :class:`Tool` objects or
-    plain callables.
+    plain callables. ``usage_limits`` (a :class:`~lionagi.service.usage_limits.UsageLimits`)
+    caps what each turn on this Branch may spend; it can be changed between turns.
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class Branch:
         name: str | None = None,
         user: str | None = None,
         id: UUID | None = None,
+        usage_limits: UsageLimits | None = None,
     ) -> None:
         if id is not None and not isinstance(id, UUID):
             raise ConfigurationError(f"Branch id must be a UUID, got {id!r}")
@@ -112,6 +115,20 @@ class Branch:
         self._observer: Observer | None = None
         self._session: Session | None = None
         self._resume_ids: dict[str, str] = {}  # agentic CLI session per provider, for run()
+        self.usage_limits = usage_limits
+
+    @property
+    def usage_limits(self) -> UsageLimits | None:
+        """Limits each turn's model calls are checked against (``None``: no limits)."""
+        return self._usage_limits
+
+    @usage_limits.setter
+    def usage_limits(self, value: UsageLimits | None) -> None:
+        if value is not None and not isinstance(value, UsageLimits):
+            raise ConfigurationError(
+                f"usage_limits must be a UsageLimits or None, got {type(value).__name__}"
+            )
+        self._usage_limits = value
 
     # -- turns: control, report, providers, signals ----------------------------------------
     def control(
