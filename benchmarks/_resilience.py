@@ -78,7 +78,9 @@ async def _fairness(callers: int, limit: int, interval: float) -> dict[str, Any]
     served: list[tuple[int, float]] = []
 
     async def serve(messages: list[Message], **options: Any) -> str:
-        served.append((int(messages[-1].instruction), anyio.current_time()))  # type: ignore[union-attr]
+        last = messages[-1]
+        assert isinstance(last, Instruction)
+        served.append((int(last.instruction or ""), anyio.current_time()))
         return "ok"
 
     model = FunctionModel(serve, limit_requests=limit, interval=interval)

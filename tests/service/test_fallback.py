@@ -118,11 +118,11 @@ async def test_cancellation_never_falls_back() -> None:
 def test_fallback_settings_are_checked() -> None:
     model = FunctionModel(lambda m, **o: "x")
     with pytest.raises(ConfigurationError, match="list of iModel"):
-        FunctionModel(lambda m, **o: "x", fallback=model)  # type: ignore[arg-type]
+        FunctionModel(lambda m, **o: "x", fallback=model)
     with pytest.raises(ConfigurationError, match="iModel objects"):
-        FunctionModel(lambda m, **o: "x", fallback=["gpt-4o"])  # type: ignore[list-item]
+        FunctionModel(lambda m, **o: "x", fallback=["gpt-4o"])
     with pytest.raises(ConfigurationError, match="fallback_on"):
-        FunctionModel(lambda m, **o: "x", fallback=[model], fallback_on=(int,))  # type: ignore[arg-type]
+        FunctionModel(lambda m, **o: "x", fallback=[model], fallback_on=(int,))
     copy = FunctionModel(lambda m, **o: "x", fallback=[model]).copy()
     assert len(copy.fallback) == 1
     assert copy.fallback[0] is not model

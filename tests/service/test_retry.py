@@ -24,6 +24,7 @@ from lionagi.service.errors import (
 )
 from lionagi.service.imodel import iModel
 from lionagi.service.retry import DEFAULT_RETRY, RetryPolicy
+from lionagi.service.types import FinalChunk
 from lionagi.session.signal import ModelRetry, RunEnd, RunFailed
 from lionagi.testing import FunctionModel, VirtualClock
 from tests.helpers import observed_branch
@@ -185,9 +186,10 @@ async def test_stream_is_reopened_until_its_first_chunk(server: ScriptedServer) 
 
     chunks = [chunk async for chunk in model.stream(ASK)]
 
-    assert chunks[-1].type == "final"
-    assert chunks[-1].response.text == "streamed"  # type: ignore[union-attr]
-    assert chunks[-1].response.attempts == 3  # type: ignore[union-attr]
+    final = chunks[-1]
+    assert isinstance(final, FinalChunk)
+    assert final.response.text == "streamed"
+    assert final.response.attempts == 3
     assert clock.sleeps == [0.5, 1.0]
     await model.aclose()
 
