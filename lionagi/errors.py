@@ -14,6 +14,7 @@ __all__ = [
     "FlowError",
     "GraphCycleError",
     "LionError",
+    "McpError",
     "OperationError",
     "ParseError",
     "ToolArgumentError",
@@ -71,6 +72,11 @@ class ToolTimeoutError(ToolError, TimeoutError):
 
 class UnauthorizedActionError(ToolError, PermissionError):
     """The session's ``authorize`` gate refused a tool call."""
+
+
+class McpError(ToolError):
+    """An MCP server failed: it could not be reached or started, broke the protocol, refused
+    a request, or went away while a call was in flight."""
 
 
 class ParseError(LionError, ValueError):

@@ -27,6 +27,7 @@ from lionagi.session._serialization import branch_from_dict, branch_to_dict
 from lionagi.session.control import LoopControl, LoopDirective
 
 if TYPE_CHECKING:
+    from lionagi.mcp import McpServer
     from lionagi.operations.act import ActionInput, ActionStrategy
     from lionagi.operations.operate import ToolsArg as OfferedTools
     from lionagi.operations.parse import HandleValidation
@@ -218,6 +219,23 @@ class Branch:
         """Register one tool or callable, or several (all or none); returns the Tools."""
         if isinstance(tools, Tool) or callable(tools):
             return self._tools.register_many([tools], update=update)
+        return self._tools.register_many(tools, update=update)
+
+    async def load_mcp_tools(
+        self,
+        server: McpServer,
+        *,
+        prefix: str = "",
+        names: Sequence[str] | Mapping[str, str] | None = None,
+        update: bool = False,
+    ) -> tuple[Tool, ...]:
+        """List a connected MCP server's tools and register them (all or none).
+
+        ``names`` keeps only some tools (a mapping renames them, ``{remote: local}``) and
+        ``prefix`` goes before every name; see :meth:`lionagi.mcp.McpServer.list_tools`. The
+        tools call the server only while its ``async with`` block is open. Checkpoints;
+        cancel-safe (a cancelled listing registers nothing)."""
+        tools = await server.list_tools(prefix=prefix, names=names)
         return self._tools.register_many(tools, update=update)
 
     # -- models --------------------------------------------------------------------------

@@ -1,0 +1,293 @@
+"""MCP tools against a real MCP server the test starts, over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import anyio
+import pytest
+
+from lionagi.errors import (
+    ActionError,
+    ConfigurationError,
+    McpError,
+    ToolArgumentError,
+    ToolTimeoutError,
+)
+from lionagi.mcp import McpServer, McpTool
+from lionagi.protocols.messages import ActionResponse, ToolCall
+from lionagi.session.branch import Branch
+from lionagi.testing import TestModel
+from tests.mcp.conftest import SERVER, MakeServer, Probe
+
+
+def call(name: str, **arguments: object) -> dict[str, object]:
+    return {"function": name, "arguments": arguments}
+
+
+def assert_gone(pid: int) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+# -- listing and calling ---------------------------------------------------------------------
+async def test_list_tools_gives_the_server_schemas(make_server: MakeServer) -> None:
+    async with make_server() as server:
+        tools = {t.name: t for t in await server.list_tools()}
+    assert {"add", "echo", "lookup", "fail", "block", "crash", "pid"} <= set(tools)
+    add = tools["add"]
+    assert isinstance(add, McpTool)
+    assert add.remote_name == "add"
+    assert add.description == "Add two integers."
+    assert add.schema["function"]["name"] == "add"
+    params = add.parameters
+    assert params["required"] == ["a", "b"]
+    assert params["properties"]["a"]["type"] == "integer"
+
+
+async def test_calls_go_through_act_and_return_server_results(make_server: MakeServer) -> None:
+    branch = Branch()
+    async with make_server() as server:
+        loaded = await branch.load_mcp_tools(server)
+        assert set(branch.tools.names) == {t.name for t in loaded}
+        responses = await branch.act(
+            [call("add", a=2, b=40), call("lookup", key="abc"), call("echo", text="hi", times=2)]
+        )
+    assert [r.output for r in responses] == [
+        {"result": 42},
+        {"key": "abc", "length": 3},
+        {"result": "hi hi"},
+    ]
+    assert not any(r.is_error for r in responses)
+    recorded = [m for m in branch.msgs if isinstance(m, ActionResponse)]
+    assert [m.function for m in recorded] == ["add", "lookup", "echo"]
+
+
+@pytest.mark.parametrize("transport", ["stdio"])  # checked on our side
+async def test_prefix_and_names_select_and_rename(make_server: MakeServer) -> None:
+    branch = Branch()
+    async with make_server() as server:
+        await branch.load_mcp_tools(server, names={"add": "plus"}, prefix="calc_")
+        assert branch.tools.names == ("calc_plus",)
+        [response] = await branch.act([call("calc_plus", a=1, b=2)])
+        assert response.output == {"result": 3}
+        with pytest.raises(McpError, match="no tool 'missing'"):
+            await server.list_tools(names=["add", "missing"])
+
+
+@pytest.mark.parametrize("transport", ["stdio"])  # checked on our side
+async def test_invalid_arguments_are_rejected_before_the_call(make_server: MakeServer) -> None:
+    async with make_server() as server:
+        tools = {t.name: t for t in await server.list_tools()}
+        with pytest.raises(ToolArgumentError, match="'b': a required value is missing"):
+            await tools["add"].call({"a": 1})
+        with pytest.raises(ToolArgumentError, match="'a'") as info:
+            await tools["add"].call({"a": "one", "b": 2})
+        assert "'one' is not of type 'integer'" in str(info.value)
+        with pytest.raises(ToolArgumentError, match="named arguments"):
+            await tools["add"].call([1, 2])  # type: ignore[arg-type]
+        assert await tools["add"].call({"a": 1, "b": 2}) == {"result": 3}
+
+
+async def test_tool_error_becomes_an_error_response(make_server: MakeServer) -> None:
+    branch = Branch()
+    async with make_server() as server:
+        await branch.load_mcp_tools(server)
+        [response] = await branch.act([call("fail", reason="no")])
+        assert response.is_error
+        assert isinstance(response.output, dict)
+        assert "ActionError" in str(response.output["error"])
+        assert "'fail'" in str(response.output["error"])
+        with pytest.raises(ActionError, match="reported an error"):
+            await branch.act([call("fail", reason="no")], suppress_errors=False)
+        # the server is still fine
+        [ok] = await branch.act([call("add", a=1, b=1)])
+        assert ok.output == {"result": 2}
+
+
+# -- time limits and cancellation -------------------------------------------------------------
+async def test_timeout_cancels_the_request_at_the_server(
+    make_server: MakeServer, probe: Probe
+) -> None:
+    async with make_server(timeout=0.5) as server:
+        tools = {t.name: t for t in await server.list_tools()}
+        with pytest.raises(ToolTimeoutError, match="'block'"):
+            await tools["block"].call({"probe": probe.address})
+        connection = await probe.accept()
+        await connection.started()
+        assert await connection.line() == "cancelled"
+        assert await tools["add"].call({"a": 2, "b": 3}) == {"result": 5}
+
+
+async def test_cancel_mid_call_cancels_the_request(make_server: MakeServer, probe: Probe) -> None:
+    branch = Branch()
+    async with make_server() as server:
+        await branch.load_mcp_tools(server)
+        finished = False
+        async with anyio.create_task_group() as tg:
+
+            async def act() -> None:
+                nonlocal finished
+                await branch.act([call("block", probe=probe.address)])
+                finished = True
+
+            tg.start_soon(act)
+            connection = await probe.accept()
+            await connection.started()
+            tg.cancel_scope.cancel()
+        assert not finished
+        assert await connection.line() == "cancelled"
+        [ok] = await branch.act([call("add", a=2, b=2)])
+        assert ok.output == {"result": 4}
+
+
+# -- a server that goes away -------------------------------------------------------------------
+async def test_crash_mid_call_fails_the_call_and_later_calls(
+    make_server: MakeServer, probe: Probe, transport: str
+) -> None:
+    branch = Branch()
+    async with make_server() as server:
+        await branch.load_mcp_tools(server)
+        with pytest.raises(McpError, match="closed the connection"):
+            await branch.act([call("crash", probe=probe.address)], suppress_errors=False)
+        pid = await (await probe.accept()).started()
+        [later] = await branch.act([call("add", a=1, b=2)])
+        assert later.is_error
+        assert "McpError" in str(later.output)
+    if transport == "stdio":  # the HTTP server is the fixture's child, reaped by it
+        assert_gone(pid)
+
+
+async def test_killed_server_fails_the_calls_in_flight(
+    make_server: MakeServer, probe: Probe, transport: str
+) -> None:
+    branch = Branch()
+    outcomes: list[ActionResponse] = []
+    async with make_server() as server:
+        await branch.load_mcp_tools(server)
+        async with anyio.create_task_group() as tg:
+
+            async def act() -> None:
+                outcomes.extend(
+                    await branch.act(
+                        [call("block", probe=probe.address), call("block", probe=probe.address)]
+                    )
+                )
+
+            tg.start_soon(act)
+            pid = await (await probe.accept()).started()
+            assert await (await probe.accept()).started() == pid
+            os.kill(pid, signal.SIGKILL)
+    assert len(outcomes) == 2
+    assert all(o.is_error and "McpError" in str(o.output) for o in outcomes)
+    if transport == "stdio":
+        assert_gone(pid)
+
+
+async def test_stdio_server_is_stopped_when_the_block_ends() -> None:
+    async with McpServer.stdio(sys.executable, [str(SERVER)]) as server:
+        tools = {t.name: t for t in await server.list_tools()}
+        pid = await tools["pid"].call({})
+        assert isinstance(pid, dict)
+        os.kill(pid["result"], 0)  # running
+    assert_gone(pid["result"])
+    with pytest.raises(McpError, match="not connected"):
+        await tools["pid"].call({})
+
+
+async def test_cancel_while_connecting_leaves_no_server(tmp_path: object) -> None:
+    server = McpServer.stdio(sys.executable, [str(SERVER)])
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async with server:
+            pytest.fail("entered a cancelled scope")  # pragma: no cover
+    assert not server.connected
+
+
+# -- bad servers -------------------------------------------------------------------------------
+async def test_a_server_that_cannot_start_is_mcp_error() -> None:
+    with pytest.raises(McpError, match="cannot start MCP server"):
+        async with McpServer.stdio("no-such-mcp-server-binary-here"):
+            pass  # pragma: no cover
+    with pytest.raises(McpError, match=r"handshake|closed"):
+        async with McpServer.stdio(sys.executable, ["-c", "pass"], name="quits"):
+            pass  # pragma: no cover
+
+
+async def test_a_server_that_never_answers_times_out() -> None:
+    silent = McpServer.stdio(
+        sys.executable, ["-c", "import time; time.sleep(3600)"], connect_timeout=0.5
+    )
+    with pytest.raises(McpError, match=r"did not finish starting within 0\.5s"):
+        async with silent:
+            pass  # pragma: no cover
+    assert not silent.connected
+
+
+async def test_http_server_not_listening_is_mcp_error() -> None:
+    with pytest.raises(McpError):
+        async with McpServer.http("http://127.0.0.1:9/mcp", connect_timeout=5):
+            pass  # pragma: no cover
+
+
+def test_bad_configuration_is_rejected() -> None:
+    with pytest.raises(ConfigurationError, match="URL"):
+        McpServer.http("localhost:8000")
+    with pytest.raises(ConfigurationError, match="timeout"):
+        McpServer.stdio("server", timeout=0)
+    with pytest.raises(ConfigurationError, match="args"):
+        McpServer.stdio("server", "--flag")
+
+
+def test_headers_are_secret() -> None:
+    server = McpServer.http("http://127.0.0.1:1/mcp", headers={"Authorization": "Bearer s3cr3t"})
+    assert "s3cr3t" not in repr(server)
+    assert "s3cr3t" not in repr(vars(server) if hasattr(server, "__dict__") else server)
+
+
+# -- operations end to end ---------------------------------------------------------------------
+async def test_operate_uses_mcp_tools(make_server: MakeServer) -> None:
+    model = TestModel(
+        [
+            ToolCall(id="c1", name="add", arguments={"a": 20, "b": 22}),
+            '{"answer": "42"}',
+        ]
+    )
+    branch = Branch(chat_model=model)
+    async with make_server() as server:
+        await branch.load_mcp_tools(server, names=["add"])
+        result = await branch.operate(instruction="add 20 and 22", actions=True)
+    responses = [m for m in branch.msgs if isinstance(m, ActionResponse)]
+    assert [r.output for r in responses] == [{"result": 42}]
+    first = model.calls[0]
+    assert [t["function"]["name"] for t in first.tools] == ["add"]
+    assert result is not None
+
+
+async def test_react_uses_mcp_tools(make_server: MakeServer) -> None:
+    import json
+
+    def analysis(text: str, *, more: bool) -> str:
+        return json.dumps({"analysis": text, "extension_needed": more})
+
+    model = TestModel(
+        [
+            ToolCall(id="c1", name="lookup", arguments={"key": "lion"}),
+            analysis("looked up", more=True),
+            analysis("done", more=False),
+            "the key has 4 letters",
+        ]
+    )
+    branch = Branch(chat_model=model)
+    async with make_server() as server:
+        await branch.load_mcp_tools(server)
+        answer, analyses = await branch.ReAct("how long is lion?", return_analysis=True)
+    assert answer == "the key has 4 letters"
+    assert analyses[0].action_responses[0].output == {"key": "lion", "length": 4}
+    third = model.calls[2]
+    assert any(
+        isinstance(m, ActionResponse) and m.output == {"key": "lion", "length": 4}
+        for m in third.messages
+    )
