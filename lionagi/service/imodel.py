@@ -10,7 +10,7 @@ many attempts it took.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -308,7 +308,7 @@ class iModel:
         session_id: str | None = None,
         on_retry: RetryHook | None = None,
         **options: Any,
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncGenerator[StreamChunk, None]:
         """Yield reply chunks; the last is a ``FinalChunk``. ``aclose()`` ends the call at once.
 
         The timeout bounds the wait for each chunk. No cancel scope spans a ``yield``. The retry

@@ -276,7 +276,7 @@ async def test_aclose_after_first_chunk_reaps_the_process(
     chunks = fake_model("hang", tmp_path).stream(ASK)
     first = await chunks.__anext__()
     assert first == TextDelta(text="working", complete=True)
-    await chunks.aclose()  # type: ignore[attr-defined]
+    await chunks.aclose()
     assert_reaped(spawned[0])
     assert_gone(pids(tmp_path)[1])
 

@@ -345,7 +345,7 @@ async def test_stream_aclose_runs_provider_finally_and_releases_token() -> None:
     model = FunctionModel(lambda m, **o: "after", stream=chunks, concurrency_limit=1)
     stream = model.stream(ASK)
     assert await stream.__anext__() == TextDelta(text="a")
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert closed == ["generator"]
     assert [r.text for r in await completes_without_blocking(lambda: model.invoke(ASK))] == [
         "after"

@@ -233,7 +233,7 @@ async def test_function_model_async_stream_aclose_runs_generator_finally() -> No
     model = FunctionModel(lambda m, **o: "unused", stream=endless, concurrency_limit=1)
     stream = model.stream(ASK)
     assert await stream.__anext__() == TextDelta(text="tick")
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert closed.is_set()
     assert (await model.invoke(ASK)).text == "unused"
 
@@ -486,7 +486,7 @@ async def test_stream_aclose_midway_releases_the_model() -> None:
     model = TestModel(["a b c d", "after"], concurrency_limit=1)
     stream = model.stream(ASK)
     assert await stream.__anext__() == TextDelta(text="a")
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert (await model.invoke(ASK)).text == "after"
 
 
