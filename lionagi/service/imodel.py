@@ -529,10 +529,7 @@ def _split_names(provider: str | None, model: str | None) -> tuple[str, str]:
         raise ConfigurationError(
             f"provider must be a name or a Provider instance, got {type(provider).__name__}"
         )
-    if provider and "/" in provider and model is None:
-        provider, model = provider.split("/", 1)
-    elif provider is None and model and "/" in model:
-        provider, model = model.split("/", 1)
+    provider, model = _unjoin(provider, model)
     if not provider:
         raise ConfigurationError(
             "iModel needs a provider: iModel('openai', 'gpt-4o-mini') or "
@@ -540,6 +537,14 @@ def _split_names(provider: str | None, model: str | None) -> tuple[str, str]:
         )
     if not model:
         raise ConfigurationError(f"iModel({provider!r}) needs a model name")
+    return provider, model
+
+
+def _unjoin(provider: str | None, model: str | None) -> tuple[str | None, str | None]:
+    """``"provider/model"`` given alone, as either argument, names both."""
+    joined = provider if model is None else model if provider is None else None
+    if joined and "/" in joined:
+        provider, model = joined.split("/", 1)
     return provider, model
 
 
