@@ -70,6 +70,7 @@ def bench_peers(session: nox.Session) -> None:
         "pydantic>=2.7",
         "httpx>=0.27",
         "json-repair>=0.30",
+        "docstring-parser>=0.16",
     )
     session.run("python", "-m", "benchmarks.peers", *session.posargs)
 

@@ -82,10 +82,10 @@ def find_peer_python(explicit: str | None) -> tuple[str | None, str]:
 class Worker:
     """The peers' worker process: one JSON command per line, one JSON answer per line."""
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, script: Path = WORKER) -> None:
         self._scratch = tempfile.TemporaryDirectory(prefix="lionagi-peers-")
         self._process = subprocess.Popen(
-            [python, "-P", str(WORKER)],
+            [python, "-P", str(script)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

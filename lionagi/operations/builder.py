@@ -50,7 +50,7 @@ class OperationGraphBuilder:
     def __init__(self, name: str = "DynamicGraph") -> None:
         self.name = name
         self.graph = OperationGraph(name)
-        self._heads: list[UUID] = []  # the current leaves, for aggregation defaults
+        self._heads: dict[UUID, None] = {}  # the current leaves (ordered), for aggregations
         self.last_operation_id: UUID | None = None
 
     # -- nodes ---------------------------------------------------------------------------
@@ -112,7 +112,7 @@ class OperationGraphBuilder:
         """Add a node that depends on every source (default: the current leaves); its
         instruction context carries the sources' results. ``inherit_context=True`` continues
         the conversation of ``source_node_ids[inherit_from_source]``."""
-        sources = self._refs(source_node_ids) if source_node_ids is not None else list(self._heads)
+        sources = self._refs(source_node_ids) if source_node_ids is not None else [*self._heads]
         if not sources:
             raise FlowError("add_aggregation: no source nodes; add operations first or pass them")
         if not 0 <= inherit_from_source < len(sources):
@@ -220,7 +220,8 @@ class OperationGraphBuilder:
             frontier = created[-1:]
         elif chosen is ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK:
             frontier = previous_layer if created else []
-        self._heads = [head for head in self._heads if head != source] + frontier
+        self._heads.pop(source, None)
+        self._heads.update(dict.fromkeys(frontier))
         if created:
             self.last_operation_id = created[-1]
         return created
@@ -256,7 +257,7 @@ class OperationGraphBuilder:
             )
         else:
             holds, fails = ResultCondition(), ResultCondition(negate=True)
-        deps = self._refs(depends_on) if depends_on is not None else list(self._heads)
+        deps = self._refs(depends_on) if depends_on is not None else [*self._heads]
         check = self.add_operation(condition_check_op, depends_on=deps, **check_params)
         ids = {"check": check}
         ids["true"] = self.add_operation(
@@ -272,7 +273,7 @@ class OperationGraphBuilder:
                 condition=false_condition or fails,
                 parameters=false_params,
             )
-        self._heads = [i for key, i in ids.items() if key != "check"]
+        self._heads = {i: None for key, i in ids.items() if key != "check"}
         return ids
 
     def add_edge(self, head: Any, tail: Any, *, condition: Condition | None = None) -> None:
@@ -281,7 +282,7 @@ class OperationGraphBuilder:
         This is the one way to add a cycle by mistake; :meth:`get_graph` rejects it.
         """
         self.graph.add_edge(head, tail, condition=condition)
-        self._heads = [h for h in self._heads if h != self.graph.resolve(head)]
+        self._heads.pop(self.graph.resolve(head), None)
 
     # -- the result ----------------------------------------------------------------------
     def get_graph(self) -> OperationGraph:
@@ -304,7 +305,7 @@ class OperationGraphBuilder:
             "edges": len(self.graph.edges),
             "roots": [i for i in nodes if not self.graph.predecessors(i)],
             "leaves": [i for i in nodes if not self.graph.successors(i)],
-            "current_heads": list(self._heads),
+            "current_heads": [*self._heads],
         }
 
     # -- helpers -------------------------------------------------------------------------
@@ -382,8 +383,9 @@ class OperationGraphBuilder:
         self.graph.add_node(node)
         for dep in deps:
             self.graph.add_edge(dep, node.id, condition=conditions.get(dep), label=label)
-        consumed = set(deps)
-        self._heads = [h for h in self._heads if h not in consumed] + [node.id]
+        for dep in deps:
+            self._heads.pop(dep, None)
+        self._heads[node.id] = None
         self.last_operation_id = node.id
 
     @staticmethod

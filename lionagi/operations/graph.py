@@ -8,6 +8,7 @@ can be run by several :meth:`~lionagi.session.session.Session.flow` calls.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -99,11 +100,7 @@ class OperationNode:
 
     def accepts_context(self) -> bool:
         """Whether the flow can hand this node its dependencies' results as ``context=``."""
-        target = _signature_target(self.operation)
-        params = inspect.signature(target).parameters.values()
-        if isinstance(self.operation, str):  # **options of a Branch method are model options
-            return any(p.name == "context" for p in params)
-        return any(p.name == "context" or p.kind is p.VAR_KEYWORD for p in params)
+        return _accepts_context(_signature_target(self.operation), isinstance(self.operation, str))
 
     def model_parameter(self) -> str | None:
         """The parameter that names an explicit model for this node's operation, if any."""
@@ -130,6 +127,19 @@ def _signature_target(operation: str | Callable[..., Any]) -> Callable[..., Any]
         method: Callable[..., Any] = getattr(Branch, operation)
         return method
     return operation
+
+
+@functools.lru_cache(maxsize=512)
+def _signature(target: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(target)
+
+
+@functools.lru_cache(maxsize=512)
+def _accepts_context(target: Callable[..., Any], branch_method: bool) -> bool:
+    params = _signature(target).parameters.values()
+    if branch_method:  # the **options of a Branch method are model options, not context
+        return any(p.name == "context" for p in params)
+    return any(p.name == "context" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def validate_operation(
@@ -159,7 +169,7 @@ def validate_operation(
         )
     target = _signature_target(operation)
     name = operation if isinstance(operation, str) else getattr(operation, "__name__", "?")
-    signature = inspect.signature(target)
+    signature = _signature(target)
     accepted = list(signature.parameters.values())[1:]  # after self / branch
     if not any(p.kind is p.VAR_KEYWORD for p in accepted):
         accepts = {p.name for p in accepted if p.kind not in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY)}

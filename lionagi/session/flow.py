@@ -87,6 +87,9 @@ class _NodeState:
     branch: Branch | None = None
     turn_id: UUID | None = None
     started: float = 0.0
+    # on a shared branch: the previous node's "holds the branch" event, and this node's
+    after: anyio.Event | None = None
+    holds: anyio.Event | None = None
     _jsonable: Any = field(default=None)
     _has_jsonable: bool = False
 
@@ -169,6 +172,7 @@ class _Flow:
         self._group: TaskGroup | None = None
         self._ready: deque[UUID] = deque()
         self._wake = anyio.Event()
+        self._tails: dict[UUID, anyio.Event] = {}  # per shared branch: the last node's event
 
     # -- the run -------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
@@ -219,10 +223,26 @@ class _Flow:
                     await self._wake.wait()
                     self._wake = anyio.Event()
                 node_id = self._ready.popleft()
-                await limiter.acquire_on_behalf_of(node_id)
+                try:  # a free slot needs no trip through the scheduler
+                    limiter.acquire_on_behalf_of_nowait(node_id)
+                except anyio.WouldBlock:
+                    await limiter.acquire_on_behalf_of(node_id)
                 undispatched -= 1
+                self._queue(self.states[node_id])
                 group.start_soon(self._node_task, node_id, limiter)
         self._group = None
+
+    def _queue(self, state: _NodeState) -> None:
+        """Nodes on one shared branch reach its turn lock in dispatch order, whatever order
+        the scheduler runs their tasks in: each waits until the one before holds the branch."""
+        node = state.node
+        branch = self.pinned.get(node.id)
+        if branch is None and node.inherit_context and node.primary_dependency is not None:
+            branch = self.states[node.primary_dependency].branch
+        if branch is None:
+            return  # a fork of its own
+        state.after = self._tails.get(branch.id)
+        state.holds = self._tails[branch.id] = anyio.Event()
 
     async def _node_task(self, node_id: UUID, limiter: anyio.CapacityLimiter) -> None:
         try:
@@ -262,6 +282,8 @@ class _Flow:
             await self._run(state)
         finally:
             current_op_id.reset(token)
+            if state.holds is not None:
+                state.holds.set()
             self._finished(node_id)
 
     async def _run(self, state: _NodeState) -> None:
@@ -270,28 +292,34 @@ class _Flow:
         assert branch is not None
         state.status = "running"
         state.started = time.perf_counter()
-        with anyio.CancelScope(shield=True):
-            await self._emit(
-                NodeStart(
-                    flow_id=self.flow_id, op_id=str(node.id), name=node.name, branch_id=branch.id
-                )
-            )
-            await self._progress(state, "started")
+        delivered = await self._report(
+            NodeStart,
+            lambda: NodeStart(
+                flow_id=self.flow_id, op_id=str(node.id), name=node.name, branch_id=branch.id
+            ),
+            state,
+            "started",
+        )
+        if delivered:
+            try:
+                # cancelled while NodeStart was being delivered: the node ends before its turn
+                await anyio.lowlevel.checkpoint_if_cancelled()
+            except anyio.get_cancelled_exc_class() as exc:
+                await self._cancelled(state, exc)
+                raise
         params = self._parameters(state)
-        try:
-            # cancelled while NodeStart was being delivered: the node ends before its turn
-            await anyio.lowlevel.checkpoint_if_cancelled()
-        except anyio.get_cancelled_exc_class() as exc:
-            await self._cancelled(state, exc)
-            raise
         explicit = params.get(node.model_parameter() or "")
         model = explicit if isinstance(explicit, iModel) else None
 
         async def invoke(scope: TurnScope) -> Any:
             state.turn_id = scope.context.turn_id
+            if state.holds is not None:
+                state.holds.set()  # the next node on this branch may queue for it now
             return await _call(node, branch, params)
 
         try:
+            if state.after is not None:
+                await state.after.wait()
             result = await run_in_turn(
                 branch,
                 model=model,
@@ -308,18 +336,19 @@ class _Flow:
         state.status = "completed"
         state.result = result
         self.completed.append(node.id)
-        with anyio.CancelScope(shield=True):
-            await self._emit(
-                NodeEnd(
-                    flow_id=self.flow_id,
-                    op_id=str(node.id),
-                    name=node.name,
-                    branch_id=branch.id,
-                    turn_id=state.turn_id,
-                    duration_ms=self._elapsed(state) * 1000.0,
-                )
-            )
-            await self._progress(state, "completed")
+        await self._report(
+            NodeEnd,
+            lambda: NodeEnd(
+                flow_id=self.flow_id,
+                op_id=str(node.id),
+                name=node.name,
+                branch_id=branch.id,
+                turn_id=state.turn_id,
+                duration_ms=self._elapsed(state) * 1000.0,
+            ),
+            state,
+            "completed",
+        )
         self._event(state)
 
     async def _failed(self, state: _NodeState, exc: Exception) -> None:
@@ -329,33 +358,45 @@ class _Flow:
             self.failure = exc
             if self._group is not None:
                 self._group.cancel_scope.cancel()
-        with anyio.CancelScope(shield=True):
-            await self._emit(self._node_failed(state, exc))
-            await self._progress(state, "failed")
+        await self._report(NodeFailed, lambda: self._node_failed(state, exc), state, "failed")
         self._event(state)
 
     async def _cancelled(self, state: _NodeState, exc: BaseException) -> None:
         state.status = "cancelled"
         state.error = exc
-        with anyio.CancelScope(shield=True):
-            await self._emit(self._node_failed(state, exc))
-            await self._progress(state, "cancelled")
+        await self._report(NodeFailed, lambda: self._node_failed(state, exc), state, "cancelled")
         self._event(state)
 
     async def _skipped(self, state: _NodeState, reason: str) -> None:
         state.status = "skipped"
         state.reason = reason
-        with anyio.CancelScope(shield=True):
-            await self._emit(
-                NodeSkipped(
-                    flow_id=self.flow_id,
-                    op_id=str(state.node.id),
-                    name=state.node.name,
-                    reason=reason,
-                )
-            )
-            await self._progress(state, "skipped")
+        await self._report(
+            NodeSkipped,
+            lambda: NodeSkipped(
+                flow_id=self.flow_id, op_id=str(state.node.id), name=state.node.name, reason=reason
+            ),
+            state,
+            "skipped",
+        )
         self._event(state)
+
+    async def _report(
+        self,
+        kind: type[Signal],
+        build: Callable[[], Signal],
+        state: _NodeState,
+        status: str,
+    ) -> bool:
+        """Deliver a node signal and the progress callback, shielded (a node's signals are
+        never lost to a cancellation). Returns whether anything was delivered."""
+        wanted = self.observer.wants(kind)
+        if not wanted and self.on_progress is None:
+            return False
+        with anyio.CancelScope(shield=True):
+            if wanted:
+                await self.observer.emit(build())
+            await self._progress(state, status)
+        return True
 
     def _node_failed(self, state: _NodeState, exc: BaseException) -> NodeFailed:
         return NodeFailed(

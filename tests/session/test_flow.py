@@ -244,11 +244,19 @@ async def test_parallel_false_runs_one_at_a_time_in_insertion_topological_order(
 
 async def test_nodes_on_one_branch_queue_fifo_and_forks_leave_the_default_alone() -> None:
     session, recorder = flow_session()
+
+    async def slow_handler(signal: NodeStart, _: Session) -> None:
+        # earlier nodes take longer to get past NodeStart, yet reach the branch first
+        name = signal.name or ""
+        for _ in range(10 - int(name[1:]) if name.startswith("q") else 0):
+            await anyio.lowlevel.checkpoint()
+
+    session.observe(NodeStart, slow_handler)
     default = session.default_branch
     shared = session.new_branch(name="shared", chat_model=FunctionModel(_reply))
     builder = Builder()
     pinned = [
-        builder.add_operation("chat_and_record", branch=shared, instruction=f"q{i}")
+        builder.add_operation("chat_and_record", f"q{i}", branch=shared, instruction=f"q{i}")
         for i in range(4)
     ]
     forked = builder.add_operation("chat_and_record", node_id="forked", instruction="alone")

@@ -1,0 +1,233 @@
+"""Flows: per-node scheduling overhead of ``Session.flow``, ours against upstream lionagi's.
+
+Two 1,000-node graphs of ``communicate`` nodes on the zero-latency model: *wide* (every node
+independent) and *deep* (a chain, each node depending on the previous one), run with
+``max_concurrent=5`` (both libraries' default). Per node, the *overhead* is the flow's time
+minus the same turns run without a flow (per node: the branch the flow would make and one
+``communicate``), divided by the node count. Ours and upstream's alternate in one invocation
+(upstream in a worker process of the ``bench_peers`` nox environment, asyncio only); the ratio
+is taken round by round. Ours also runs on trio, and a 10,000-node flow (wide and deep) gives
+its time and its peak traced memory.
+
+Run ``python -m benchmarks.flow [--quick] [--peer-python PATH] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchmarks._common import PROMPT, SYSTEM, Config, median, now, offline_model, settle, target
+from benchmarks.peers import Worker, find_peer_python
+from lionagi import Branch, Builder, OperationGraph, Session
+
+WORKER = Path(__file__).resolve().parent / "_flow_peer_worker.py"
+SHAPES = ("wide", "deep")
+MAX_CONCURRENT = 5
+
+
+def graph(shape: str, nodes: int) -> OperationGraph:
+    builder = Builder()
+    previous = None
+    for _ in range(nodes):
+        depends = [previous] if shape == "deep" and previous is not None else None
+        previous = builder.add_operation("communicate", depends_on=depends, instruction=PROMPT)
+    return builder.get_graph()
+
+
+async def _flow_ns(shape: str, nodes: int) -> int:
+    built = graph(shape, nodes)
+    session = Session(default_branch=Branch(system=SYSTEM, chat_model=offline_model()))
+    settle()
+    start = now()
+    result = await session.flow(built, max_concurrent=MAX_CONCURRENT)
+    elapsed = now() - start
+    assert len(result["completed_operations"]) == nodes
+    return elapsed
+
+
+async def _floor_ns(nodes: int) -> int:
+    """The same turns without a flow: per node a fresh branch with the default's history and
+    model (what the flow makes per node) and one ``communicate``."""
+    model = offline_model()
+    await Branch(system=SYSTEM, chat_model=model).communicate(PROMPT)  # warm-up
+    settle()
+    start = now()
+    for _ in range(nodes):
+        await Branch(system=SYSTEM, chat_model=model).communicate(PROMPT)
+    return now() - start
+
+
+def _ours(fn: Any, *args: Any, backend: str = "asyncio") -> Any:
+    return anyio.run(fn, *args, backend=backend)
+
+
+async def _peak(shape: str, nodes: int) -> dict[str, float]:
+    built = graph(shape, nodes)
+    session = Session(default_branch=Branch(system=SYSTEM, chat_model=offline_model()))
+    settle()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = await session.flow(built, max_concurrent=MAX_CONCURRENT)
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(result["completed_operations"]) == nodes
+    return {"peak_MiB": (peak - before) / 2**20, "retained_MiB": (after - before) / 2**20}
+
+
+def run(config: Config) -> dict[str, Any]:
+    nodes = config.size(1000, 20)
+    big = config.size(10_000, 50)
+    rounds = config.size(3, 1)
+    python, how = find_peer_python(config.peer_python)
+    worker = Worker(python, WORKER) if python else None
+    rows: list[dict[str, Any]] = []
+    targets: list[dict[str, Any]] = []
+    skipped = None if worker else how
+    versions: dict[str, Any] = {}
+    try:
+        if worker is not None:
+            versions = worker.ask("versions")
+            worker.ask("flow", shape="wide", nodes=min(nodes, 20), max_concurrent=MAX_CONCURRENT)
+        _ours(_flow_ns, "wide", min(nodes, 20))  # warm-up
+        for shape in SHAPES:
+            ours_node: list[float] = []
+            ours_over: list[float] = []
+            theirs_node: list[float] = []
+            theirs_over: list[float] = []
+            trio_node: list[float] = []
+            for _ in range(rounds):
+                flow = _ours(_flow_ns, shape, nodes) / nodes
+                floor = _ours(_floor_ns, nodes) / nodes
+                ours_node.append(flow)
+                ours_over.append(flow - floor)
+                trio_node.append(_ours(_flow_ns, shape, nodes, backend="trio") / nodes)
+                if worker is not None:
+                    answer = worker.ask(
+                        "flow", shape=shape, nodes=nodes, max_concurrent=MAX_CONCURRENT
+                    )
+                    their_flow = answer["ns"] / nodes
+                    their_floor = worker.ask("floor", nodes=nodes)["ns"] / nodes
+                    theirs_node.append(their_flow)
+                    theirs_over.append(their_flow - their_floor)
+            ratios = [t / o for t, o in zip(theirs_over, ours_over, strict=False) if o > 0]
+            rows.append(
+                {
+                    "shape": f"{shape} x{nodes}",
+                    "ours_us_per_node": round(median(ours_node) / 1e3, 1),
+                    "ours_overhead_us_per_node": round(median(ours_over) / 1e3, 1),
+                    "ours_trio_us_per_node": round(median(trio_node) / 1e3, 1),
+                    "upstream_us_per_node": (
+                        round(median(theirs_node) / 1e3, 1) if theirs_node else None
+                    ),
+                    "upstream_overhead_us_per_node": (
+                        round(median(theirs_over) / 1e3, 1) if theirs_over else None
+                    ),
+                    "upstream_over_ours_overhead": round(median(ratios), 1) if ratios else None,
+                    "round_ratios": ", ".join(f"{r:.1f}" for r in ratios),
+                }
+            )
+            targets.append(
+                target(
+                    f"{shape}: upstream per-node overhead / ours >= 10x",
+                    median(ratios) if ratios else None,
+                    10.0,
+                    higher_is_better=True,
+                    note="" if ratios else f"upstream not measured: {how}",
+                )
+            )
+    finally:
+        if worker is not None:
+            worker.close()
+    scale_rows = []
+    for shape in SHAPES:
+        elapsed = _ours(_flow_ns, shape, big)
+        memory = _ours(_peak, shape, big)
+        scale_rows.append(
+            {
+                "shape": f"{shape} x{big}",
+                "seconds": round(elapsed / 1e9, 2),
+                "us_per_node": round(elapsed / big / 1e3, 1),
+                "peak_MiB": round(memory["peak_MiB"], 1),
+                "retained_MiB": round(memory["retained_MiB"], 1),
+                "KiB_per_node_retained": round(memory["retained_MiB"] * 1024 / big, 2),
+            }
+        )
+    return {
+        "title": "Flows",
+        "description": (
+            f"{nodes}-node graphs of communicate nodes on the zero-latency model, "
+            f"max_concurrent={MAX_CONCURRENT}, {rounds} alternating rounds (asyncio; ours also "
+            "on trio). Overhead per node = (flow time - the same turns without a flow) / nodes; "
+            "the ratio is taken round by round, then the median. 10,000-node flows: time "
+            "without tracemalloc, then peak and retained traced memory in a second run (the "
+            "retained part is the session's per-node branches and the result dict)."
+        ),
+        "columns": [
+            "shape",
+            "ours_us_per_node",
+            "ours_overhead_us_per_node",
+            "ours_trio_us_per_node",
+            "upstream_us_per_node",
+            "upstream_overhead_us_per_node",
+            "upstream_over_ours_overhead",
+            "round_ratios",
+        ],
+        "rows": rows,
+        "tables": {
+            f"{big:,}-node flows (ours, asyncio)": {
+                "columns": [
+                    "shape",
+                    "seconds",
+                    "us_per_node",
+                    "peak_MiB",
+                    "retained_MiB",
+                    "KiB_per_node_retained",
+                ],
+                "rows": scale_rows,
+            }
+        },
+        "peer_versions": versions,
+        "peer_python": f"{python} ({how})" if python else None,
+        "skipped_peers": skipped,
+        "targets": targets,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks._report import write_results
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.flow", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--peer-python", help="interpreter of the peers' environment")
+    parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    config = Config(quick=args.quick, peer_python=args.peer_python)
+    load_start = tuple(round(x, 2) for x in os.getloadavg())
+    started = now()
+    result = run(config)
+    argv_used = sys.argv[1:] if argv is None else argv
+    write_results(
+        "benchmarks.flow",
+        argv_used,
+        {"flow": result},
+        config,
+        args.out,
+        now() - started,
+        load_start=load_start,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
