@@ -24,6 +24,7 @@ COVERED = (
     "streaming_run",
     "observer_cancels_stream",
     "concurrent_callers_trio",
+    "research_flow",
 )
 
 
@@ -138,3 +139,14 @@ async def test_concurrent_callers_trio() -> None:
     assert counts == [0, 1, 2, 3, 4]  # each turn saw every earlier one, whole
     assert out["history"] == ["system"] + ["user", "assistant"] * 5  # impatient left nothing
     assert out["other"] == "other branch saw 0 earlier question(s)"
+
+
+async def test_research_flow() -> None:
+    out = await load("research_flow").main()
+    topics = {"structured concurrency", "cancel scopes", "task groups"}
+    assert set(out["finished"][:3]) == topics  # the fan-out, in any order
+    assert out["finished"][3] == "summary"
+    assert out["summary"] == "summary of 3 findings; open question: how do they compose?"
+    assert out["follow_up"] == "they nest: a task group is a cancel scope that waits for its tasks"
+    assert [label.split(":")[0] for label in out["skipped"]] == ["chat"]  # the false side
+    assert out["branches"] == 1 + 6  # the default branch and one fork per node that ran

@@ -64,6 +64,7 @@ class OperationGraphBuilder:
         *,
         condition: Condition | None = None,
         conditions: Mapping[Any, Condition] | None = None,
+        edge_label: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         parameters: Mapping[str, Any] | None = None,
         **operation_params: Any,
@@ -75,7 +76,8 @@ class OperationGraphBuilder:
         (a Branch, its id or name) pins the node to a branch; otherwise the node runs on a
         fork of the flow's default branch. ``condition`` (with one dependency) or
         ``conditions`` (dependency -> condition) gate the node on the dependencies' results.
-        ``parameters`` and ``**operation_params`` are the operation's parameters.
+        ``parameters`` and ``**operation_params`` are the operation's parameters;
+        ``edge_label`` labels the dependency edges in :meth:`OperationGraph.to_mermaid`.
         """
         deps = self._refs(depends_on)
         params = {**(parameters or {}), **operation_params}
@@ -89,7 +91,7 @@ class OperationGraphBuilder:
             metadata=metadata,
         )
         edge_conditions = self._conditions(deps, condition, conditions)
-        self._insert(node, deps, edge_conditions)
+        self._insert(node, deps, edge_conditions, label=edge_label)
         return node.id
 
     def then(self, previous: Any, operation: Operation, **kwargs: Any) -> UUID:
@@ -264,6 +266,7 @@ class OperationGraphBuilder:
             true_op,
             depends_on=[check],
             condition=true_condition or holds,
+            edge_label="if true",
             parameters=true_params,
         )
         if false_op is not None:
@@ -271,6 +274,7 @@ class OperationGraphBuilder:
                 false_op,
                 depends_on=[check],
                 condition=false_condition or fails,
+                edge_label="if false",
                 parameters=false_params,
             )
         self._heads = {i: None for key, i in ids.items() if key != "check"}

@@ -353,8 +353,10 @@ class OperationGraph:
                 text = _mermaid_text(edge.label or "if")
                 lines.append(f'    {key[edge.head]} -. "{text}" .-> {key[edge.tail]}')
         if status:
+            used = set(status.values())
             for name, style in _MERMAID_STYLES.items():
-                lines.append(f"    classDef {name} {style}")
+                if name in used:
+                    lines.append(f"    classDef {name} {style}")
             for node_id, state in status.items():
                 if node_id in key and state in _MERMAID_STYLES:
                     lines.append(f"    class {key[node_id]} {state}")
