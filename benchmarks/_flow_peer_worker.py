@@ -2,63 +2,46 @@
 
 Started as ``python -P benchmarks/_flow_peer_worker.py`` (so this repository's ``lionagi`` is
 not on the path and the upstream release is imported), in a scratch working directory. It reads
-one JSON command per line on stdin and answers with one JSON line. Self-contained on purpose:
-nothing from this repository is imported here.
+one JSON command per line on stdin and answers with one JSON line. Nothing of this repository's
+package is imported here; the upstream model comes from the turn comparison's worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.util
 import json
 import logging
 import os
 import sys
 import time
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 PROMPT = "hello there"
-REPLY = "ok fine"
 SYSTEM = "You are a helpful assistant."
-INPUT_TOKENS = 9
-OUTPUT_TOKENS = 2
 
 now = time.perf_counter_ns
-_MODEL: Any = None
+
+
+@functools.cache
+def _sibling(name: str) -> Any:
+    """A module beside this file (``-P`` keeps this directory off ``sys.path``)."""
+    path = Path(__file__).resolve().parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_flow_{name}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _model() -> Any:
-    """The release's scripted model with its endpoint call replaced by an async function that
-    answers at once with constant usage (the call every side of the comparison makes)."""
-    global _MODEL
-    if _MODEL is None:
-        from lionagi.testing import scripted_imodel
-
-        model = scripted_imodel([{"type": "text", "content": REPLY}])
-
-        async def call(payload: dict[str, Any], headers: dict[str, Any], **kw: Any) -> Any:
-            return {
-                "id": "chatcmpl-offline",
-                "object": "chat.completion",
-                "created": 0,
-                "model": payload.get("model") or "scripted",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": REPLY},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": INPUT_TOKENS,
-                    "completion_tokens": OUTPUT_TOKENS,
-                    "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
-                },
-            }
-
-        model.endpoint._call = call
-        _MODEL = model
-    return _MODEL
+    """The release's scripted model answering at once with constant usage, as the turn
+    comparison's worker sets it up (the call every side of the comparison makes)."""
+    return _sibling("_peer_worker")._Upstream.model()
 
 
 def _graph(shape: str, nodes: int) -> Any:

@@ -431,3 +431,32 @@ async def test_one_graph_runs_twice_independently() -> None:
     second = await session.flow(graph)
     assert first["operation_results"][node] == second["operation_results"][node] == "re:again"
     assert isinstance(node, UUID)
+
+
+async def test_sequential_fail_fast_stops_at_the_failure() -> None:
+    session, recorder = flow_session()
+    builder = Builder()
+    ran: list[str] = []
+
+    async def step(branch: Branch, label: str) -> None:
+        ran.append(label)
+        if label == "b":
+            raise ConnectionError("down")
+
+    for label in "abc":
+        builder.add_operation(step, node_id=label, label=label)
+    with pytest.raises(ConnectionError, match="down"):
+        await session.flow(builder.get_graph(), parallel=False, fail_fast=True)
+    assert ran == ["a", "b"]
+    [end] = of(recorder, FlowEnd)
+    assert (end.status, end.completed, end.failed) == ("failed", 1, 1)
+
+
+async def test_a_branch_outside_the_session_is_taken_in() -> None:
+    session, _ = flow_session()
+    outside = Branch(name="outside", chat_model=FunctionModel(_reply))
+    builder = Builder()
+    builder.add_operation("chat_and_record", branch=outside, instruction="hi")
+    await session.flow(builder.get_graph())
+    assert outside.session is session
+    assert len(outside.msgs) == 2
