@@ -21,11 +21,13 @@ from lionagi.errors import (
     ToolNotFoundError,
     ToolTimeoutError,
     UnauthorizedActionError,
+    UnknownParameterError,
     UsageLimitExceeded,
 )
 from lionagi.ln import alcall, bcall
 from lionagi.operations.builder import Builder, ExpansionStrategy, OperationGraphBuilder
 from lionagi.operations.graph import OperationGraph, OperationNode, ResultCondition
+from lionagi.operations.params import ModelOptions
 from lionagi.operations.turn import TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
 from lionagi.protocols.context_providers import (
@@ -112,6 +114,7 @@ __all__ = [
     "Message",
     "MessageAdded",
     "MessageManager",
+    "ModelOptions",
     "ModelResponse",
     "ModelRetry",
     "NodeEnd",
@@ -153,6 +156,7 @@ __all__ = [
     "TurnFinalizingError",
     "TurnScope",
     "UnauthorizedActionError",
+    "UnknownParameterError",
     "UnknownProviderError",
     "Usage",
     "UsageLimitExceeded",

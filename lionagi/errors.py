@@ -22,6 +22,7 @@ __all__ = [
     "ToolNotFoundError",
     "ToolTimeoutError",
     "UnauthorizedActionError",
+    "UnknownParameterError",
     "UsageLimitExceeded",
 ]
 
@@ -36,6 +37,19 @@ class ConfigurationError(LionError, ValueError):
 
 class OperationError(LionError, ValueError):
     """An operation was called with parameters that cannot work together."""
+
+
+class UnknownParameterError(LionError, TypeError):
+    """An operation got a keyword argument it does not take.
+
+    The message names the keyword and, for a name upstream lionagi accepted, what to use
+    instead. ``operation`` and ``name`` say where and what.
+    """
+
+    def __init__(self, message: str, *, operation: str, name: str) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.name = name
 
 
 class ToolError(LionError):
@@ -84,7 +98,11 @@ class ParseError(LionError, ValueError):
 
     def __init__(self, schema: str, detail: str, text: str | None = None) -> None:
         shown = "" if text is None else f"; text began {text[:80]!r}"
-        super().__init__(f"could not parse into {schema}: {detail}{shown}")
+        super().__init__(
+            f"could not parse into {schema}: {detail}{shown} (handle_validation='raise' is the "
+            "default; upstream lionagi returned the text instead: pass "
+            "handle_validation='return_value' for that, or 'return_none')"
+        )
         self.schema = schema
         self.detail = detail
         self.text = text

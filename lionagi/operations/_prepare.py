@@ -27,37 +27,11 @@ if TYPE_CHECKING:
 __all__ = [
     "apply_context_providers",
     "build_instruction",
-    "check_models",
-    "check_options",
     "invoke_model",
     "model_for",
     "request_messages",
     "schema_of",
 ]
-
-
-#: keywords an operation passes to the model itself; as free-form options they would clash
-RESERVED_OPTIONS = ("tools", "messages", "response_format", "session_id")
-
-
-def check_models(**models: object) -> None:
-    """Reject a model argument that is not an iModel, before any turn starts."""
-    for name, value in models.items():
-        if value is not None and not isinstance(value, iModel):
-            raise ConfigurationError(
-                f"{name} must be an iModel (or None for the Branch's model), got "
-                f"{type(value).__name__}: {value!r:.80}"
-            )
-
-
-def check_options(operation: str, options: Mapping[str, Any]) -> None:
-    """Reject model options that clash with what the operation sends itself."""
-    clash = [key for key in RESERVED_OPTIONS if key in options]
-    if clash:
-        raise OperationError(
-            f"{operation}() sets {', '.join(map(repr, clash))} itself; pass response_format= as "
-            "its own parameter and register tools on the Branch (operate() offers them)"
-        )
 
 
 def schema_of(response_format: type[BaseModel] | Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -89,7 +63,7 @@ def build_instruction(
     tool_schemas: Sequence[Mapping[str, Any]] = (),
     sender: str | None = None,
 ) -> Instruction:
-    """An :class:`Instruction` from an operation's parameters (type-checked, before any I/O)."""
+    """An :class:`Instruction` from an operation's validated parameters (before any I/O)."""
     if isinstance(instruction, Instruction):
         extras = (guidance, context, response_format, images)
         if all(extra is None for extra in extras) and not tool_schemas:
@@ -98,16 +72,6 @@ def build_instruction(
             "pass either an Instruction object or instruction text with guidance/context/"
             "response_format/images, not both"
         )
-    if instruction is not None and not isinstance(instruction, str):
-        raise OperationError(
-            f"instruction must be text or an Instruction, got {type(instruction).__name__}"
-        )
-    if guidance is not None and not isinstance(guidance, str):
-        raise OperationError(f"guidance must be text, got {type(guidance).__name__}")
-    if images is not None and (
-        isinstance(images, str) or not all(isinstance(i, str) for i in images)
-    ):
-        raise OperationError("images must be a list of URLs or data: URLs")
     if instruction is None and guidance is None and context is None and not images:
         raise OperationError("nothing to ask: give an instruction, guidance, context or images")
     # Only the values given: a message keeps the set of fields it was built with, and seven
@@ -142,8 +106,6 @@ def model_for(
     """The model a call inside ``scope`` uses: an explicit one, else the turn's primary model
     (chat), else the Branch's parse model (parse work nested in another operation)."""
     if explicit is not None:
-        if not isinstance(explicit, iModel):
-            raise ConfigurationError(f"expected an iModel, got {type(explicit).__name__}")
         return explicit
     context = scope.context
     if role == "parse" and not (scope.owns_lifecycle and context.operation == "parse"):

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID, uuid4
 
 import anyio
@@ -25,19 +25,20 @@ from lionagi.errors import (
     ToolNotFoundError,
     UnauthorizedActionError,
 )
+from lionagi.operations.params import ActionStrategy
 from lionagi.operations.turn import control_point, current_scope, run_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, ToolCall
 from lionagi.protocols.tools import jsonable
 from lionagi.session.signal import ToolFailed
 
 if TYPE_CHECKING:
+    from lionagi.operations.params import ActParams
     from lionagi.operations.types import TurnScope
     from lionagi.session.branch import Branch
 
-__all__ = ["ActionInput", "ActionStrategy", "act", "to_action_request"]
+__all__ = ["ActionInput", "ActionStrategy", "act", "act_batch", "to_action_request"]
 
 ActionInput: TypeAlias = ActionRequest | ToolCall | Mapping[str, Any]
-ActionStrategy: TypeAlias = Literal["concurrent", "sequential"]
 
 logger = logging.getLogger("lionagi.tools")
 
@@ -47,35 +48,10 @@ _CALL_ERRORS = (ToolArgumentError, ToolNotFoundError, UnauthorizedActionError)
 _MAPPING_KEYS = frozenset({"function", "name", "arguments", "call_id", "id"})
 
 
-@overload
-async def act(
-    branch: Branch,
-    action_request: ActionInput,
-    *,
-    strategy: ActionStrategy = ...,
-    suppress_errors: bool = ...,
-    record: bool = ...,
-) -> ActionResponse: ...
-
-
-@overload
-async def act(
-    branch: Branch,
-    action_request: Sequence[ActionInput],
-    *,
-    strategy: ActionStrategy = ...,
-    suppress_errors: bool = ...,
-    record: bool = ...,
-) -> list[ActionResponse]: ...
-
-
 async def act(
     branch: Branch,
     action_request: ActionInput | Sequence[ActionInput],
-    *,
-    strategy: ActionStrategy = "concurrent",
-    suppress_errors: bool = True,
-    record: bool = True,
+    params: ActParams,
 ) -> ActionResponse | list[ActionResponse]:
     """Run one tool call (or a list of them) and return the ActionResponse(s).
 
@@ -90,25 +66,37 @@ async def act(
     (a sequential batch stops at it). Cancellation propagates; calls that did not finish get
     no response.
     """
-    if strategy not in ("concurrent", "sequential"):
-        raise OperationError(f"strategy must be 'concurrent' or 'sequential', got {strategy!r}")
-    for label, flag in (("suppress_errors", suppress_errors), ("record", record)):
-        if not isinstance(flag, bool):
-            raise OperationError(f"{label} must be True or False, got {flag!r}")
     single = not isinstance(action_request, list | tuple)
     items: list[Any] = [action_request] if single else list(action_request)
     requests = [to_action_request(item, index) for index, item in enumerate(items)]
+    responses = await act_batch(
+        branch,
+        requests,
+        strategy=params.strategy,
+        suppress_errors=params.suppress_errors,
+        record=params.record,
+    )
+    return responses[0] if single else responses
+
+
+async def act_batch(
+    branch: Branch,
+    requests: list[ActionRequest],
+    *,
+    strategy: ActionStrategy = "concurrent",
+    suppress_errors: bool = True,
+    record: bool = True,
+) -> list[ActionResponse]:
+    """:func:`act` for requests already built, always a list (what composed operations use)."""
 
     async def batch(scope: TurnScope | None) -> list[ActionResponse]:
         return await _run_batch(branch, scope, requests, strategy, suppress_errors, record)
 
     if current_scope(branch) is None:
-        responses = await batch(None)
-    else:
-        # Inside a live turn: run_in_turn classifies this call as nested (nothing awaited since
-        # the check), so it joins the turn and owns no lifecycle.
-        responses = await run_in_turn(branch, model=None, invoke=batch, operation="act")
-    return responses[0] if single else responses
+        return await batch(None)
+    # Inside a live turn: run_in_turn classifies this call as nested (nothing awaited since
+    # the check), so it joins the turn and owns no lifecycle.
+    return await run_in_turn(branch, model=None, invoke=batch, operation="act")
 
 
 def to_action_request(item: object, index: int = 0) -> ActionRequest:

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, JsonValue
-
-from lionagi.operations._prepare import (
-    build_instruction,
-    check_models,
-    check_options,
-    invoke_model,
-    model_for,
-)
+from lionagi.operations._prepare import build_instruction, invoke_model, model_for
 from lionagi.operations.turn import run_in_turn
-from lionagi.protocols.messages import ActionRequest, AssistantResponse, Instruction
-from lionagi.service.imodel import iModel
+from lionagi.protocols.messages import ActionRequest, AssistantResponse
 
 if TYPE_CHECKING:
+    from lionagi.operations.params import ChatParams
     from lionagi.operations.types import TurnScope
     from lionagi.service.types import ModelResponse
     from lionagi.session.branch import Branch
 
-__all__ = ["chat", "chat_and_record", "record_response"]
+__all__ = ["chat", "record_response"]
 
 
 def record_response(branch: Branch, response: ModelResponse) -> AssistantResponse:
@@ -45,32 +36,20 @@ def record_response(branch: Branch, response: ModelResponse) -> AssistantRespons
     return message
 
 
-async def chat(
-    branch: Branch,
-    instruction: str | Instruction | None = None,
-    *,
-    guidance: str | None = None,
-    context: JsonValue = None,
-    response_format: type[BaseModel] | Mapping[str, Any] | None = None,
-    imodel: iModel | None = None,
-    images: Sequence[str] | None = None,
-    record: bool = False,
-    **options: Any,
-) -> str:
+async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> str:
     """Ask the model with the history as context; return its text. Records only if ``record``."""
-    check_models(imodel=imodel)
-    check_options("chat_and_record" if record else "chat", options)
     message = build_instruction(
-        instruction,
-        guidance=guidance,
-        context=context,
-        response_format=response_format,
-        images=images,
+        params.instruction,
+        guidance=params.guidance,
+        context=params.context,
+        response_format=params.response_format,
+        images=params.images,
         sender=branch.user,
     )
+    options = params.request_options
 
     async def body(scope: TurnScope) -> str:
-        model = model_for(scope, branch, imodel)
+        model = model_for(scope, branch, params.chat_model)
         if record:
             branch.msgs.add(message)
         response = await invoke_model(
@@ -80,7 +59,7 @@ async def chat(
             message,
             recorded=record,
             # the schema build_instruction already made, not the class again
-            response_format=None if response_format is None else message.response_format,
+            response_format=message.response_format,
             options=options,
         )
         if record:
@@ -88,13 +67,4 @@ async def chat(
         return response.text
 
     name = "chat_and_record" if record else "chat"
-    return await run_in_turn(branch, model=imodel, invoke=body, operation=name)
-
-
-async def chat_and_record(
-    branch: Branch,
-    instruction: str | Instruction | None = None,
-    **kwargs: Any,
-) -> str:
-    """:func:`chat`, recording the instruction and the reply."""
-    return await chat(branch, instruction, record=True, **kwargs)
+    return await run_in_turn(branch, model=params.chat_model, invoke=body, operation=name)

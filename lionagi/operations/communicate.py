@@ -2,62 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, JsonValue
-
-from lionagi.operations._prepare import (
-    build_instruction,
-    check_models,
-    check_options,
-    invoke_model,
-    model_for,
-)
+from lionagi.operations._prepare import build_instruction, invoke_model, model_for
 from lionagi.operations.chat import record_response
-from lionagi.operations.parse import HandleValidation, _check, parse_in_scope
+from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.turn import run_in_turn
-from lionagi.protocols.messages import Instruction
-from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
+    from lionagi.operations.params import CommunicateParams
     from lionagi.operations.types import TurnScope
     from lionagi.session.branch import Branch
 
 __all__ = ["communicate"]
 
 
-async def communicate(
-    branch: Branch,
-    instruction: str | Instruction | None = None,
-    *,
-    guidance: str | None = None,
-    context: JsonValue = None,
-    response_format: type[BaseModel] | None = None,
-    chat_model: iModel | None = None,
-    parse_model: iModel | None = None,
-    images: Sequence[str] | None = None,
-    num_parse_retries: int = 3,
-    handle_validation: HandleValidation = "raise",
-    **options: Any,
-) -> Any:
+async def communicate(branch: Branch, params: CommunicateParams) -> Any:
     """Record the instruction and the reply; return the text, or the reply parsed into
     ``response_format`` (parse failures follow ``handle_validation``)."""
-    check_models(chat_model=chat_model, parse_model=parse_model)
-    check_options("communicate", options)
-    if response_format is not None:
-        _check(response_format, num_parse_retries, handle_validation)
+    response_format = params.response_format
     message = build_instruction(
-        instruction,
-        guidance=guidance,
-        context=context,
+        params.instruction,
+        guidance=params.guidance,
+        context=params.context,
         response_format=response_format,
-        images=images,
+        images=params.images,
         sender=branch.user,
     )
+    options = params.request_options
 
     async def body(scope: TurnScope) -> Any:
-        model = model_for(scope, branch, chat_model)
+        model = model_for(scope, branch, params.chat_model)
         branch.msgs.add(message)
         response = await invoke_model(
             branch,
@@ -66,7 +41,7 @@ async def communicate(
             message,
             recorded=True,
             # the schema build_instruction already made, not the class again
-            response_format=None if response_format is None else message.response_format,
+            response_format=message.response_format,
             options=options,
         )
         record_response(branch, response)
@@ -77,9 +52,9 @@ async def communicate(
             scope,
             response.text,
             response_format,
-            max_retries=num_parse_retries,
-            handle_validation=handle_validation,
-            parse_model=parse_model,
+            max_retries=params.num_parse_retries,
+            handle_validation=params.handle_validation,
+            parse_model=params.parse_model,
         )
 
-    return await run_in_turn(branch, model=chat_model, invoke=body, operation="communicate")
+    return await run_in_turn(branch, model=params.chat_model, invoke=body, operation="communicate")

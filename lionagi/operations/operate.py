@@ -18,23 +18,17 @@ from pydantic import BaseModel, Field, JsonValue, create_model
 
 from lionagi.errors import OperationError, ParseError
 from lionagi.operations._extract import validate_into
-from lionagi.operations._prepare import (
-    build_instruction,
-    check_models,
-    check_options,
-    invoke_model,
-    model_for,
-    schema_of,
-)
-from lionagi.operations.act import ActionStrategy, act
+from lionagi.operations._prepare import build_instruction, invoke_model, model_for, schema_of
+from lionagi.operations.act import act_batch
 from lionagi.operations.chat import record_response
-from lionagi.operations.parse import HandleValidation, parse_in_scope
+from lionagi.operations.params import HandleValidation, ToolsArg
+from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, Instruction
 from lionagi.protocols.tools import Tool
-from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
+    from lionagi.operations.params import OperateParams
     from lionagi.operations.types import TurnScope
     from lionagi.service.types import ModelResponse
     from lionagi.session.branch import Branch
@@ -49,8 +43,6 @@ __all__ = [
     "operate",
     "result_class",
 ]
-
-ToolsArg = bool | str | Tool | Sequence[str | Tool] | None
 
 _FOLLOW_UP = (
     "The results of the tools you called are in the conversation above. Now give your final answer."
@@ -204,29 +196,6 @@ def offered_tools(branch: Branch, tools: ToolsArg, actions: bool) -> tuple[str, 
     return names
 
 
-def _check_options(
-    handle_validation: Any, max_parse_retries: Any, action_strategy: Any, flags: dict[str, Any]
-) -> None:
-    if handle_validation not in ("raise", "return_value", "return_none"):
-        raise OperationError(
-            "handle_validation must be 'raise', 'return_value' or 'return_none', got "
-            f"{handle_validation!r}"
-        )
-    if (
-        not isinstance(max_parse_retries, int)
-        or isinstance(max_parse_retries, bool)
-        or max_parse_retries < 0
-    ):
-        raise OperationError(f"max_parse_retries must be an int >= 0, got {max_parse_retries!r}")
-    if action_strategy not in ("concurrent", "sequential"):
-        raise OperationError(
-            f"action_strategy must be 'concurrent' or 'sequential', got {action_strategy!r}"
-        )
-    for label, flag in flags.items():
-        if not isinstance(flag, bool):
-            raise OperationError(f"{label} must be True or False, got {flag!r}")
-
-
 def _with_request(
     base: Instruction,
     reply_class: type[BaseModel] | None,
@@ -259,25 +228,7 @@ def _try_parse(text: str, reply_class: type[BaseModel]) -> BaseModel | None:
         return None
 
 
-async def operate(
-    branch: Branch,
-    *,
-    instruction: str | Instruction | None = None,
-    guidance: str | None = None,
-    context: JsonValue = None,
-    response_format: type[BaseModel] | None = None,
-    tools: ToolsArg = None,
-    actions: bool = False,
-    invoke_actions: bool = True,
-    reason: bool = False,
-    chat_model: iModel | None = None,
-    parse_model: iModel | None = None,
-    images: Sequence[str] | None = None,
-    action_strategy: ActionStrategy = "concurrent",
-    handle_validation: HandleValidation = "raise",
-    max_parse_retries: int = 3,
-    **options: Any,
-) -> Any:
+async def operate(branch: Branch, params: OperateParams) -> Any:
     """Ask for a structured answer, offering tools; record everything; one turn.
 
     ``tools``: True (all registered), registered names or Tools, or None (all registered when
@@ -286,20 +237,20 @@ async def operate(
     tool calls left the answer missing, one follow-up call (no tools) asks for it. A reply that
     does not parse is reformatted by the parse model (``max_parse_retries``); if that fails,
     ``handle_validation`` decides (raise :class:`ParseError`, return the text, or None).
-    ``chat_model`` / ``parse_model`` apply to this call only; ``options`` go to every model call.
+    ``chat_model`` / ``parse_model`` apply to this call only; model options go to every call.
 
     Returns an instance of a subclass of ``response_format`` with ``reason``,
     ``action_requests`` and ``action_responses``, or an :class:`OperateResult`.
     """
+    response_format = params.response_format
     _check_format(response_format)
-    check_models(chat_model=chat_model, parse_model=parse_model)
-    check_options("operate", options)
-    _check_options(
-        handle_validation,
-        max_parse_retries,
-        action_strategy,
-        {"actions": actions, "invoke_actions": invoke_actions, "reason": reason},
-    )
+    tools, actions, invoke_actions = params.tools, params.actions, params.invoke_actions
+    reason, images = params.reason, params.images
+    chat_model, parse_model = params.chat_model, params.parse_model
+    action_strategy, handle_validation = params.action_strategy, params.handle_validation
+    max_parse_retries = params.max_parse_retries
+    options = params.request_options
+    instruction, guidance, context = params.instruction, params.guidance, params.context
     names = offered_tools(branch, tools, actions)
     base = build_instruction(
         instruction, guidance=guidance, context=context, images=images, sender=branch.user
@@ -350,7 +301,7 @@ async def operate(
             requests += _json_requests(branch, parsed, record=not invoke_actions)
         responses: list[ActionResponse] = []
         if requests and invoke_actions:
-            responses = await act(branch, requests, strategy=action_strategy)
+            responses = await act_batch(branch, requests, strategy=action_strategy)
         missing = parsed is None if reply_class is not None else not text.strip()
         if missing and invoked:  # the tool results are recorded: ask for the answer once
             follow = _with_request(

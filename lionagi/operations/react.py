@@ -9,27 +9,20 @@ up to ``max_extensions``. Loop control is polled between rounds. The final answe
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, Field
 
-from lionagi.errors import OperationError
 from lionagi.operations._prepare import build_instruction
-from lionagi.operations.communicate import communicate
-from lionagi.operations.operate import ToolsArg, offered_tools, operate
+from lionagi.operations.operate import offered_tools
 from lionagi.operations.turn import control_point, run_in_turn, stream_in_turn
-from lionagi.protocols.messages import Instruction
-from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
+    from lionagi.operations.params import ReActParams
     from lionagi.operations.types import TurnScope
     from lionagi.session.branch import Branch
 
 __all__ = ["PlannedAction", "ReAct", "ReActAnalysis", "ReActStream"]
-
-# operate parameters ReAct passes to its rounds (other keyword arguments are model options)
-_ROUND_KEYS = ("action_strategy", "max_parse_retries")
 
 _FINAL = (
     "Give your final answer to the original request now, using your analysis and the tool "
@@ -60,74 +53,10 @@ class ReActAnalysis(BaseModel):
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    instruction: str | Instruction
-    guidance: str | None
-    context: JsonValue
-    tools: ToolsArg
-    response_format: type[BaseModel] | None
-    max_extensions: int
-    extension_allowed: bool
-    chat_model: iModel | None
-    parse_model: iModel | None
-    options: dict[str, Any]  # model options, for every call
-    round_options: dict[str, Any]  # operate parameters of the rounds
-    final_options: dict[str, Any]  # communicate parameters of the final answer
-
-
-def _plan(
-    branch: Branch,
-    instruction: str | Instruction,
-    guidance: str | None,
-    context: JsonValue,
-    tools: ToolsArg,
-    response_format: type[BaseModel] | None,
-    max_extensions: int,
-    extension_allowed: bool,
-    chat_model: iModel | None,
-    parse_model: iModel | None,
-    options: dict[str, Any],
-) -> _Plan:
-    """Check every parameter before the turn starts."""
-    if (
-        not isinstance(max_extensions, int)
-        or isinstance(max_extensions, bool)
-        or max_extensions < 0
-    ):
-        raise OperationError(f"max_extensions must be an int >= 0, got {max_extensions!r}")
-    if not isinstance(extension_allowed, bool):
-        raise OperationError(f"extension_allowed must be True or False, got {extension_allowed!r}")
-    if response_format is not None and not (
-        isinstance(response_format, type) and issubclass(response_format, BaseModel)
-    ):
-        raise OperationError(
-            f"response_format must be a pydantic model class or None, got {response_format!r}"
-        )
-    for label, model in (("chat_model", chat_model), ("parse_model", parse_model)):
-        if model is not None and not isinstance(model, iModel):
-            raise OperationError(f"{label} must be an iModel or None, got {model!r}")
-    offered_tools(branch, tools, True)
-    build_instruction(instruction, guidance=guidance, context=context)
-    model_options = dict(options)
-    round_options = {k: model_options.pop(k) for k in _ROUND_KEYS if k in model_options}
-    final_options: dict[str, Any] = {}
-    if "max_parse_retries" in round_options:
-        final_options["num_parse_retries"] = round_options["max_parse_retries"]
-    return _Plan(
-        instruction,
-        guidance,
-        context,
-        tools,
-        response_format,
-        max_extensions,
-        extension_allowed,
-        chat_model,
-        parse_model,
-        model_options,
-        round_options,
-        final_options,
-    )
+def _check(branch: Branch, params: ReActParams) -> None:
+    """What the parameter types cannot say, checked before the turn starts."""
+    offered_tools(branch, params.tools, True)
+    build_instruction(params.instruction, guidance=params.guidance, context=params.context)
 
 
 def _extension_prompt(remaining: int) -> str:
@@ -138,64 +67,46 @@ def _extension_prompt(remaining: int) -> str:
     )
 
 
-async def _rounds(branch: Branch, scope: TurnScope, plan: _Plan) -> AsyncIterator[Any]:
+async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> AsyncIterator[Any]:
     """Yield each round's analysis, then the final answer (last). Holds no task group or
     cancel scope across a ``yield``."""
     common: dict[str, Any] = {
         "response_format": ReActAnalysis,
-        "tools": plan.tools,
+        "tools": params.tools,
         "actions": True,
         "reason": True,
-        "chat_model": plan.chat_model,
-        "parse_model": plan.parse_model,
-        **plan.round_options,
-        **plan.options,
+        "chat_model": params.chat_model,
+        "parse_model": params.parse_model,
+        "action_strategy": params.action_strategy,
+        "max_parse_retries": params.max_parse_retries,
+        **params.options,
     }
-    analysis: ReActAnalysis = await operate(
-        branch,
-        instruction=plan.instruction,
-        guidance=plan.guidance,
-        context=plan.context,
+    analysis: ReActAnalysis = await branch.operate(
+        instruction=params.instruction,
+        guidance=params.guidance,
+        context=params.context,
         **common,
     )
     yield analysis
     extensions = 0
-    while plan.extension_allowed and analysis.extension_needed and extensions < plan.max_extensions:
+    limit = params.max_extensions
+    while params.extension_allowed and analysis.extension_needed and extensions < limit:
         await control_point(scope)
         extensions += 1
-        analysis = await operate(
-            branch,
-            instruction=_extension_prompt(plan.max_extensions - extensions),
-            **common,
-        )
+        analysis = await branch.operate(instruction=_extension_prompt(limit - extensions), **common)
         yield analysis
     await control_point(scope)
-    yield await communicate(
-        branch,
+    yield await branch.communicate(
         _FINAL,
-        response_format=plan.response_format,
-        chat_model=plan.chat_model,
-        parse_model=plan.parse_model,
-        **plan.final_options,
-        **plan.options,
+        response_format=params.response_format,
+        chat_model=params.chat_model,
+        parse_model=params.parse_model,
+        num_parse_retries=params.max_parse_retries,
+        **params.options,
     )
 
 
-async def ReAct(
-    branch: Branch,
-    instruction: str | Instruction,
-    *,
-    guidance: str | None = None,
-    context: JsonValue = None,
-    tools: ToolsArg = None,
-    response_format: type[BaseModel] | None = None,
-    max_extensions: int = 3,
-    extension_allowed: bool = True,
-    chat_model: iModel | None = None,
-    parse_model: iModel | None = None,
-    return_analysis: bool = False,
-    **options: Any,
-) -> Any:
+async def ReAct(branch: Branch, params: ReActParams) -> Any:
     """Reason and act in rounds, then answer; the whole run is one turn of ``branch``.
 
     Round 1 asks for a :class:`ReActAnalysis` with reasoning, offering ``tools`` (all registered
@@ -203,48 +114,21 @@ async def ReAct(
     ``extension_needed`` (and ``extension_allowed``), up to ``max_extensions`` more rounds
     follow. The final answer follows ``response_format`` (or is text). Returns it, or
     ``(answer, analyses)`` with ``return_analysis=True``. ``action_strategy`` and
-    ``max_parse_retries`` go to the rounds (the latter also to the final answer); other
-    keyword arguments are model options for every call. A BREAK directive between rounds
-    raises :class:`LoopBreak`; CANCEL raises :class:`StopStream` (the turn ends cleanly).
+    ``max_parse_retries`` go to the rounds (the latter also to the final answer); model
+    options go to every call. A BREAK directive between rounds raises :class:`LoopBreak`;
+    CANCEL raises :class:`StopStream` (the turn ends cleanly).
     """
-    if not isinstance(return_analysis, bool):
-        raise OperationError(f"return_analysis must be True or False, got {return_analysis!r}")
-    plan = _plan(
-        branch,
-        instruction,
-        guidance,
-        context,
-        tools,
-        response_format,
-        max_extensions,
-        extension_allowed,
-        chat_model,
-        parse_model,
-        options,
-    )
+    _check(branch, params)
 
     async def body(scope: TurnScope) -> Any:
-        items = [item async for item in _rounds(branch, scope, plan)]
+        items = [item async for item in _rounds(branch, scope, params)]
         answer, analyses = items[-1], items[:-1]
-        return (answer, analyses) if return_analysis else answer
+        return (answer, analyses) if params.return_analysis else answer
 
-    return await run_in_turn(branch, model=chat_model, invoke=body, operation="ReAct")
+    return await run_in_turn(branch, model=params.chat_model, invoke=body, operation="ReAct")
 
 
-def ReActStream(
-    branch: Branch,
-    instruction: str | Instruction,
-    *,
-    guidance: str | None = None,
-    context: JsonValue = None,
-    tools: ToolsArg = None,
-    response_format: type[BaseModel] | None = None,
-    max_extensions: int = 3,
-    extension_allowed: bool = True,
-    chat_model: iModel | None = None,
-    parse_model: iModel | None = None,
-    **options: Any,
-) -> AsyncGenerator[Any, None]:
+def ReActStream(branch: Branch, params: ReActParams) -> AsyncGenerator[Any, None]:
     """:func:`ReAct` as a stream: yields each round's :class:`ReActAnalysis`, then the final
     answer, as one stream turn (it starts at the first ``__anext__``).
 
@@ -252,21 +136,9 @@ def ReActStream(
     :class:`LoopBreak` (``RunFailed``). ``aclose()`` ends the turn with ``RunEnd``.
     Parameters are checked here, before anything runs.
     """
-    plan = _plan(
-        branch,
-        instruction,
-        guidance,
-        context,
-        tools,
-        response_format,
-        max_extensions,
-        extension_allowed,
-        chat_model,
-        parse_model,
-        options,
-    )
+    _check(branch, params)
 
     def invoke(scope: TurnScope) -> AsyncIterator[Any]:
-        return _rounds(branch, scope, plan)
+        return _rounds(branch, scope, params)
 
-    return stream_in_turn(branch, model=chat_model, invoke=invoke, operation="ReActStream")
+    return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation="ReActStream")

@@ -15,24 +15,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import JsonValue
 
-from lionagi.errors import OperationError
 from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations._prepare import (
-    RESERVED_OPTIONS,
     apply_context_providers,
     build_instruction,
-    check_models,
     model_for,
     request_messages,
 )
-from lionagi.operations.act import act
+from lionagi.operations.act import act_batch
 from lionagi.operations.turn import control_point, stream_in_turn
 from lionagi.protocols.messages import (
     ActionRequest,
@@ -55,6 +51,7 @@ from lionagi.service.types import (
 )
 
 if TYPE_CHECKING:
+    from lionagi.operations.params import RunParams
     from lionagi.operations.types import TurnScope
     from lionagi.session.branch import Branch
 
@@ -63,18 +60,7 @@ __all__ = ["run"]
 logger = logging.getLogger("lionagi.run")
 
 
-def run(
-    branch: Branch,
-    instruction: str | Instruction,
-    *,
-    guidance: str | None = None,
-    context: JsonValue = None,
-    chat_model: iModel | None = None,
-    images: Sequence[str] | None = None,
-    max_tool_rounds: int = 8,
-    session_id: str | None = None,
-    **options: Any,
-) -> AsyncIterator[Message]:
+def run(branch: Branch, params: RunParams) -> AsyncIterator[Message]:
     """Stream one turn of ``branch`` as the messages it commits, each recorded before yielded.
 
     First the :class:`Instruction`, then assistant text segments, tool calls and tool results
@@ -82,32 +68,17 @@ def run(
     calls) and the model is called again, at most ``max_tool_rounds`` times; requests past
     that are answered with error results and not run. ``chat_model`` is used for this turn
     only. ``session_id`` resumes a CLI session; by default the Branch's last session with the
-    same provider is resumed. Other keyword arguments are request options.
+    same provider is resumed. Model options go to every model call.
 
     Nothing happens until iteration starts. Close the iterator (``aclose()``) when stopping
     early: that ends the turn and closes the provider stream at once. Reply text still
     streaming when the turn stops is not recorded: the history holds whole messages only.
     """
-    check_models(chat_model=chat_model)
-    if (
-        not isinstance(max_tool_rounds, int)
-        or isinstance(max_tool_rounds, bool)
-        or max_tool_rounds < 0
-    ):
-        raise OperationError(f"max_tool_rounds must be an int >= 0, got {max_tool_rounds!r}")
-    if session_id is not None and (not isinstance(session_id, str) or not session_id):
-        raise OperationError(f"session_id must be a non-empty string or None, got {session_id!r}")
-    reserved = [key for key in RESERVED_OPTIONS if key in options]
-    if reserved:
-        raise OperationError(
-            f"run() does not take {', '.join(map(repr, reserved))}: it offers the Branch's "
-            "registered tools and streams plain messages; use operate() for structured output"
-        )
     message = build_instruction(
-        instruction,
-        guidance=guidance,
-        context=context,
-        images=images,
+        params.instruction,
+        guidance=params.guidance,
+        context=params.context,
+        images=params.images,
         sender=branch.user,
     )
 
@@ -116,13 +87,13 @@ def run(
             branch,
             scope,
             message,
-            chat_model,
-            max_tool_rounds=max_tool_rounds,
-            session_id=session_id,
-            options=options,
+            params.chat_model,
+            max_tool_rounds=params.max_tool_rounds,
+            session_id=params.session_id,
+            options=params.request_options,
         )
 
-    return stream_in_turn(branch, model=chat_model, invoke=invoke, operation="run")
+    return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation="run")
 
 
 async def _stream_turn(
@@ -181,7 +152,7 @@ async def _stream_turn(
             return
         tool_rounds += 1
         # act polls control, records the results as one batch, and joins this turn
-        for response in await act(branch, pending):
+        for response in await act_batch(branch, pending):
             yield response
 
 

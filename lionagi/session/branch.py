@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 from uuid import UUID, uuid4
 
 import anyio
@@ -17,6 +17,30 @@ from pydantic import BaseModel, JsonValue
 
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
+from lionagi.operations import act as _act
+from lionagi.operations import chat as _chat
+from lionagi.operations import communicate as _communicate
+from lionagi.operations import interpret as _interpret
+from lionagi.operations import operate as _operate
+from lionagi.operations import parse as _parse
+from lionagi.operations import react as _react
+from lionagi.operations import run as _run
+from lionagi.operations.params import (
+    ActionStrategy,
+    ActParams,
+    ChatParams,
+    CommunicateParams,
+    HandleValidation,
+    InterpretParams,
+    ModelOptions,
+    NoOptions,
+    OperateParams,
+    ParseParams,
+    ReActParams,
+    RunParams,
+    ToolsArg,
+    bind,
+)
 from lionagi.operations.turn import schedule_message_signal
 from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
 from lionagi.protocols.messages import Instruction, Message, MessageManager, System
@@ -28,9 +52,7 @@ from lionagi.session.control import LoopControl, LoopDirective
 
 if TYPE_CHECKING:
     from lionagi.mcp import McpServer
-    from lionagi.operations.act import ActionInput, ActionStrategy
-    from lionagi.operations.operate import ToolsArg as OfferedTools
-    from lionagi.operations.parse import HandleValidation
+    from lionagi.operations.act import ActionInput
     from lionagi.operations.types import TurnExecutionContext
     from lionagi.protocols.messages import ActionResponse
     from lionagi.session.observer import Observer
@@ -41,7 +63,7 @@ __all__ = ["Branch"]
 
 M = TypeVar("M", bound=BaseModel)
 
-ToolsArg = Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
+RegisterArg = Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
 
 
 def _signal_through(ref: weakref.ref[Branch]) -> Callable[[Message], None]:
@@ -83,7 +105,7 @@ class Branch:
         system: str | System | None = None,
         chat_model: iModel | str | None = None,
         parse_model: iModel | str | None = None,
-        tools: ToolsArg | None = None,
+        tools: RegisterArg | None = None,
         messages: Iterable[Message] | None = None,
         name: str | None = None,
         user: str | None = None,
@@ -215,7 +237,7 @@ class Branch:
     def tools(self) -> ToolRegistry:
         return self._tools
 
-    def register_tools(self, tools: ToolsArg, *, update: bool = False) -> tuple[Tool, ...]:
+    def register_tools(self, tools: RegisterArg, *, update: bool = False) -> tuple[Tool, ...]:
         """Register one tool or callable, or several (all or none); returns the Tools."""
         if isinstance(tools, Tool) or callable(tools):
             return self._tools.register_many([tools], update=update)
@@ -257,124 +279,86 @@ class Branch:
         self._parse_model = _coerce_model(value, "parse_model")
 
     # -- operations (each model-invoking one is one turn; see lionagi.operations) ----------
+    # Each method is its operation's one declared signature: the body binds its arguments
+    # (``locals()``, taken first) into the typed parameters and hands them to the operation.
     async def chat(
         self,
         instruction: str | Instruction | None = None,
-        *,
         guidance: str | None = None,
         context: JsonValue = None,
+        *,
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        chat_model: iModel | None = None,
         imodel: iModel | None = None,
         images: Sequence[str] | None = None,
-        **options: Any,
+        **options: Unpack[ModelOptions],
     ) -> str:
-        """Ask the chat model, with the history as context; nothing is recorded."""
-        from lionagi.operations.chat import chat
+        """Ask the chat model, with the history as context; nothing is recorded.
 
-        return await chat(
-            self,
-            instruction,
-            guidance=guidance,
-            context=context,
-            response_format=response_format,
-            imodel=imodel,
-            images=images,
-            **options,
-        )
+        ``imodel`` is an alias of ``chat_model``; ``options`` are :class:`ModelOptions`.
+        """
+        return await _chat.chat(self, bind(ChatParams, locals()))
 
     async def chat_and_record(
         self,
         instruction: str | Instruction | None = None,
-        *,
         guidance: str | None = None,
         context: JsonValue = None,
+        *,
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        chat_model: iModel | None = None,
         imodel: iModel | None = None,
         images: Sequence[str] | None = None,
-        **options: Any,
+        **options: Unpack[ModelOptions],
     ) -> str:
         """Like :meth:`chat`, recording the instruction and the reply."""
-        from lionagi.operations.chat import chat_and_record
-
-        return await chat_and_record(
-            self,
-            instruction,
-            guidance=guidance,
-            context=context,
-            response_format=response_format,
-            imodel=imodel,
-            images=images,
-            **options,
-        )
+        params = bind(ChatParams, locals(), operation="chat_and_record")
+        return await _chat.chat(self, params, record=True)
 
     async def parse(
         self,
         text: str,
+        handle_validation: HandleValidation = "raise",
+        max_retries: int = 3,
         *,
         response_format: type[M],
-        max_retries: int = 3,
-        handle_validation: HandleValidation = "raise",
         parse_model: iModel | None = None,
+        **options: Unpack[ModelOptions],
     ) -> M | str | None:
         """Parse ``text`` into ``response_format`` (see :func:`lionagi.operations.parse.parse`)."""
-        from lionagi.operations.parse import parse
-
-        return await parse(
-            self,
-            text,
-            response_format=response_format,
-            max_retries=max_retries,
-            handle_validation=handle_validation,
-            parse_model=parse_model,
-        )
+        result: M | str | None = await _parse.parse(self, bind(ParseParams, locals()))
+        return result
 
     async def communicate(
         self,
         instruction: str | Instruction | None = None,
-        *,
         guidance: str | None = None,
         context: JsonValue = None,
+        *,
         response_format: type[BaseModel] | None = None,
         chat_model: iModel | None = None,
+        imodel: iModel | None = None,
         parse_model: iModel | None = None,
         images: Sequence[str] | None = None,
         num_parse_retries: int = 3,
         handle_validation: HandleValidation = "raise",
-        **options: Any,
+        **options: Unpack[ModelOptions],
     ) -> Any:
         """Record an exchange; return the reply text or the reply parsed into
         ``response_format``."""
-        from lionagi.operations.communicate import communicate
-
-        return await communicate(
-            self,
-            instruction,
-            guidance=guidance,
-            context=context,
-            response_format=response_format,
-            chat_model=chat_model,
-            parse_model=parse_model,
-            images=images,
-            num_parse_retries=num_parse_retries,
-            handle_validation=handle_validation,
-            **options,
-        )
+        return await _communicate.communicate(self, bind(CommunicateParams, locals()))
 
     async def interpret(
         self,
         text: str,
-        *,
         domain: str | None = None,
         style: str | None = None,
+        *,
         interpret_model: iModel | None = None,
-        **options: Any,
+        **options: Unpack[ModelOptions],
     ) -> str:
         """Rewrite a raw request into a clearer prompt (nothing is recorded)."""
-        from lionagi.operations.interpret import interpret
-
-        return await interpret(
-            self, text, domain=domain, style=style, interpret_model=interpret_model, **options
-        )
+        return await _interpret.interpret(self, bind(InterpretParams, locals()))
 
     async def operate(
         self,
@@ -383,40 +367,22 @@ class Branch:
         guidance: str | None = None,
         context: JsonValue = None,
         response_format: type[BaseModel] | None = None,
-        tools: OfferedTools = None,
+        tools: ToolsArg = None,
         actions: bool = False,
         invoke_actions: bool = True,
         reason: bool = False,
         chat_model: iModel | None = None,
+        imodel: iModel | None = None,
         parse_model: iModel | None = None,
         images: Sequence[str] | None = None,
         action_strategy: ActionStrategy = "concurrent",
         handle_validation: HandleValidation = "raise",
         max_parse_retries: int = 3,
-        **options: Any,
+        **options: Unpack[ModelOptions],
     ) -> Any:
         """Structured output plus tool use, as one turn (see
         :func:`lionagi.operations.operate.operate`)."""
-        from lionagi.operations.operate import operate
-
-        return await operate(
-            self,
-            instruction=instruction,
-            guidance=guidance,
-            context=context,
-            response_format=response_format,
-            tools=tools,
-            actions=actions,
-            invoke_actions=invoke_actions,
-            reason=reason,
-            chat_model=chat_model,
-            parse_model=parse_model,
-            images=images,
-            action_strategy=action_strategy,
-            handle_validation=handle_validation,
-            max_parse_retries=max_parse_retries,
-            **options,
-        )
+        return await _operate.operate(self, bind(OperateParams, locals()))
 
     @overload
     async def act(
@@ -445,20 +411,14 @@ class Branch:
         strategy: ActionStrategy = "concurrent",
         suppress_errors: bool = True,
         record: bool = True,
+        **options: Unpack[NoOptions],
     ) -> ActionResponse | list[ActionResponse]:
         """Run tool calls and record them (see :func:`lionagi.operations.act.act`).
 
         Not a model turn: it joins the calling turn when there is one and takes no lock alone.
         """
-        from lionagi.operations.act import act
-
-        return await act(
-            self,
-            action_request,
-            strategy=strategy,
-            suppress_errors=suppress_errors,
-            record=record,
-        )
+        params = bind(ActParams, {k: v for k, v in locals().items() if k != "action_request"})
+        return await _act.act(self, action_request, params)
 
     async def ReAct(
         self,
@@ -466,33 +426,21 @@ class Branch:
         *,
         guidance: str | None = None,
         context: JsonValue = None,
-        tools: OfferedTools = None,
+        tools: ToolsArg = None,
         response_format: type[BaseModel] | None = None,
         max_extensions: int = 3,
         extension_allowed: bool = True,
         chat_model: iModel | None = None,
+        imodel: iModel | None = None,
         parse_model: iModel | None = None,
+        action_strategy: ActionStrategy = "concurrent",
+        max_parse_retries: int = 3,
         return_analysis: bool = False,
-        **options: Any,
+        **options: Unpack[ModelOptions],
     ) -> Any:
         """Reason-act rounds then a final answer, as one turn (see
         :func:`lionagi.operations.react.ReAct`)."""
-        from lionagi.operations.react import ReAct
-
-        return await ReAct(
-            self,
-            instruction,
-            guidance=guidance,
-            context=context,
-            tools=tools,
-            response_format=response_format,
-            max_extensions=max_extensions,
-            extension_allowed=extension_allowed,
-            chat_model=chat_model,
-            parse_model=parse_model,
-            return_analysis=return_analysis,
-            **options,
-        )
+        return await _react.ReAct(self, bind(ReActParams, locals()))
 
     def ReActStream(
         self,
@@ -500,59 +448,38 @@ class Branch:
         *,
         guidance: str | None = None,
         context: JsonValue = None,
-        tools: OfferedTools = None,
+        tools: ToolsArg = None,
         response_format: type[BaseModel] | None = None,
         max_extensions: int = 3,
         extension_allowed: bool = True,
         chat_model: iModel | None = None,
+        imodel: iModel | None = None,
         parse_model: iModel | None = None,
-        **options: Any,
+        action_strategy: ActionStrategy = "concurrent",
+        max_parse_retries: int = 3,
+        **options: Unpack[ModelOptions],
     ) -> AsyncGenerator[Any, None]:
         """Like :meth:`ReAct`, yielding each round's analysis then the final answer, as one
         stream turn (see :func:`lionagi.operations.react.ReActStream`)."""
-        from lionagi.operations.react import ReActStream
-
-        return ReActStream(
-            self,
-            instruction,
-            guidance=guidance,
-            context=context,
-            tools=tools,
-            response_format=response_format,
-            max_extensions=max_extensions,
-            extension_allowed=extension_allowed,
-            chat_model=chat_model,
-            parse_model=parse_model,
-            **options,
-        )
+        params = bind(ReActParams, {**locals(), "return_analysis": False}, operation="ReActStream")
+        return _react.ReActStream(self, params)
 
     def run(
         self,
         instruction: str | Instruction,
-        *,
         guidance: str | None = None,
         context: JsonValue = None,
+        *,
         chat_model: iModel | None = None,
+        imodel: iModel | None = None,
         images: Sequence[str] | None = None,
         max_tool_rounds: int = 8,
         session_id: str | None = None,
-        **options: Any,
+        **options: Unpack[ModelOptions],
     ) -> AsyncIterator[Message]:
         """Stream a turn as the messages it commits, each recorded before it is yielded (see
         :func:`lionagi.operations.run.run`)."""
-        from lionagi.operations.run import run
-
-        return run(
-            self,
-            instruction,
-            guidance=guidance,
-            context=context,
-            chat_model=chat_model,
-            images=images,
-            max_tool_rounds=max_tool_rounds,
-            session_id=session_id,
-            **options,
-        )
+        return _run.run(self, bind(RunParams, locals()))
 
     # -- copies and serialization --------------------------------------------------------
     def clone(self) -> Branch:
@@ -583,7 +510,7 @@ class Branch:
         return branch_to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, tools: ToolsArg | None = None) -> Branch:
+    def from_dict(cls, data: Mapping[str, Any], *, tools: RegisterArg | None = None) -> Branch:
         """Rebuild a branch from :meth:`to_dict` output.
 
         Pass ``tools`` to re-attach functions; then every tool name the data lists must be

@@ -16,7 +16,7 @@ from lionagi.errors import (
     ToolNotFoundError,
     UnauthorizedActionError,
 )
-from lionagi.operations.act import ActionStrategy, act
+from lionagi.operations.act import ActionStrategy
 from lionagi.operations.turn import run_in_turn
 from lionagi.operations.types import TurnScope
 from lionagi.protocols.messages import ActionRequest, ActionResponse, ToolCall
@@ -101,9 +101,9 @@ async def test_bad_input_shape_is_an_operation_error_before_anything_happens(bad
 async def test_bad_options_are_operation_errors() -> None:
     branch = Branch(tools=[add])
     with pytest.raises(OperationError, match="strategy"):
-        await act(branch, request("add", a=1, b=2), strategy="parallel")  # type: ignore[call-overload]
+        await branch.act(request("add", a=1, b=2), strategy="parallel")  # type: ignore[call-overload]
     with pytest.raises(OperationError, match="suppress_errors"):
-        await act(branch, request("add", a=1, b=2), suppress_errors="yes")  # type: ignore[call-overload]
+        await branch.act(request("add", a=1, b=2), suppress_errors="yes")  # type: ignore[call-overload]
     assert len(branch.msgs) == 0
 
 

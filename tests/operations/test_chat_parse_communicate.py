@@ -91,12 +91,12 @@ async def test_failing_model_records_only_whole_messages_and_frees_the_branch() 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"instruction": 42}, "instruction must be text"),
+        ({"instruction": 42}, "instruction=42: expected text"),
         ({"instruction": None}, "nothing to ask"),
-        ({"instruction": "x", "guidance": 3}, "guidance must be text"),
-        ({"instruction": "x", "images": "http://x/y.png"}, "images must be a list"),
+        ({"instruction": "x", "guidance": 3}, "guidance=3: expected text"),
+        ({"instruction": "x", "images": "http://x/y.png"}, "a list of text"),
         ({"instruction": "x", "response_format": int}, "response_format"),
-        ({"instruction": "x", "context": object()}, "invalid instruction"),
+        ({"instruction": "x", "context": object()}, "expected JSON data"),
     ],
 )
 async def test_chat_rejects_bad_parameters_before_any_side_effect(

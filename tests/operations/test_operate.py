@@ -15,7 +15,6 @@ from lionagi.operations.operate import (
     OperateExtras,
     OperateResult,
     Reason,
-    operate,
     result_class,
 )
 from lionagi.protocols.messages import (
@@ -333,7 +332,7 @@ async def test_parameter_errors_are_raised_before_the_turn() -> None:
     with pytest.raises(OperationError, match="reason"):
         await branch.operate(instruction="x", response_format=Clash)
     with pytest.raises(OperationError, match="action_strategy"):
-        await operate(branch, instruction="x", action_strategy="all")  # type: ignore[arg-type]
+        await branch.operate(instruction="x", action_strategy="all")  # type: ignore[arg-type]
     with pytest.raises(OperationError, match="nothing to ask"):
         await branch.operate()
     branch.register_tools(add)

@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from lionagi.errors import ConfigurationError, OperationError
+from lionagi.errors import OperationError, UnknownParameterError
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -567,11 +567,11 @@ async def test_bad_parameters_raise_before_anything_runs() -> None:
         branch.run("x", max_tool_rounds=-1)
     with pytest.raises(OperationError, match="max_tool_rounds"):
         branch.run("x", max_tool_rounds=True)
-    with pytest.raises(OperationError, match="'tools'"):
-        branch.run("x", tools=[multiply])
+    with pytest.raises(UnknownParameterError, match="'tools'"):
+        branch.run("x", tools=[multiply])  # type: ignore[call-arg]
     with pytest.raises(OperationError, match="session_id"):
         branch.run("x", session_id="")
-    with pytest.raises(ConfigurationError, match="chat_model"):
+    with pytest.raises(OperationError, match="chat_model"):
         branch.run("x", chat_model="openai/gpt")  # type: ignore[arg-type]
     with pytest.raises(OperationError, match="instruction"):
         branch.run(3)  # type: ignore[arg-type]

@@ -16,7 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
-from lionagi.errors import ConfigurationError, LionError, OperationError, ToolError
+from lionagi.errors import (
+    ConfigurationError,
+    LionError,
+    OperationError,
+    ToolError,
+    UnknownParameterError,
+)
 from lionagi.protocols.messages import Instruction
 from lionagi.service.errors import UnknownProviderError
 from lionagi.service.imodel import iModel
@@ -87,28 +93,28 @@ BAD_CALLS = [
     case(
         "chat imodel str",
         lambda b: b.chat("x", imodel="openai/gpt-4o"),
-        ConfigurationError,
+        OperationError,
     ),
     case(
         "chat imodel int",
         lambda b: b.chat("x", imodel=42),
-        ConfigurationError,
+        OperationError,
     ),
     case(
         "chat option tools=",
         lambda b: b.chat("x", tools=[{"type": "function"}]),
-        OperationError,
+        UnknownParameterError,
     ),
     case(
         "chat option messages=",
         lambda b: b.chat("x", messages=[]),
-        OperationError,
+        UnknownParameterError,
     ),
     case("chat_and_record instruction list", lambda b: b.chat_and_record(["x"]), OperationError),
     case(
         "chat_and_record imodel str",
         lambda b: b.chat_and_record("x", imodel="m"),
-        ConfigurationError,
+        OperationError,
     ),
     # parse
     case("parse text None", lambda b: b.parse(None, response_format=Person), OperationError),
@@ -144,7 +150,7 @@ BAD_CALLS = [
     case(
         "parse parse_model str",
         lambda b: b.parse("x", response_format=Person, parse_model="openai/gpt-4o"),
-        ConfigurationError,
+        OperationError,
     ),
     # communicate
     case(
@@ -172,17 +178,17 @@ BAD_CALLS = [
     case(
         "communicate chat_model str",
         lambda b: b.communicate("x", chat_model="m"),
-        ConfigurationError,
+        OperationError,
     ),
     case(
         "communicate parse_model int",
         lambda b: b.communicate("x", response_format=Person, parse_model=1),
-        ConfigurationError,
+        OperationError,
     ),
     case(
         "communicate option tools=",
         lambda b: b.communicate("x", tools=[]),
-        OperationError,
+        UnknownParameterError,
     ),
     # interpret
     case("interpret empty text", lambda b: b.interpret("   "), OperationError),
@@ -200,7 +206,7 @@ BAD_CALLS = [
     case(
         "interpret interpret_model str",
         lambda b: b.interpret("x", interpret_model="m"),
-        ConfigurationError,
+        OperationError,
     ),
     # operate
     case(
@@ -255,17 +261,17 @@ BAD_CALLS = [
     case(
         "operate chat_model str",
         lambda b: b.operate(instruction="x", chat_model="m"),
-        ConfigurationError,
+        OperationError,
     ),
     case(
         "operate parse_model int",
         lambda b: b.operate(instruction="x", parse_model=1),
-        ConfigurationError,
+        OperationError,
     ),
     case(
         "operate option messages=",
         lambda b: b.operate(instruction="x", messages=[]),
-        OperationError,
+        UnknownParameterError,
     ),
     # act
     case("act int", lambda b: b.act(42), OperationError),
@@ -316,17 +322,17 @@ BAD_CALLS = [
     ),
     # run
     case("run instruction int", lambda b: _drain(b.run(42)), OperationError),
-    case("run chat_model str", lambda b: _drain(b.run("x", chat_model="m")), ConfigurationError),
+    case("run chat_model str", lambda b: _drain(b.run("x", chat_model="m")), OperationError),
     case(
         "run max_tool_rounds -1", lambda b: _drain(b.run("x", max_tool_rounds=-1)), OperationError
     ),
     case("run session_id empty", lambda b: _drain(b.run("x", session_id="")), OperationError),
     case("run session_id int", lambda b: _drain(b.run("x", session_id=5)), OperationError),
-    case("run option tools=", lambda b: _drain(b.run("x", tools=[])), OperationError),
+    case("run option tools=", lambda b: _drain(b.run("x", tools=[])), UnknownParameterError),
     case(
         "run option response_format=",
         lambda b: _drain(b.run("x", response_format=Person)),
-        OperationError,
+        UnknownParameterError,
     ),
     case("run images str", lambda b: _drain(b.run("x", images="a.png")), OperationError),
 ]

@@ -1,0 +1,435 @@
+"""The parameter contract of every operation: typed, strict, validated once before the turn.
+
+A :class:`~lionagi.Branch` method is the one declared signature of its operation. Its body hands
+its arguments to :func:`bind`, which turns them into the operation's frozen parameter object
+(:class:`ChatParams`, :class:`OperateParams`, ...) and is the one place where a bad argument
+becomes an exception:
+
+- a keyword the operation does not know raises :class:`~lionagi.errors.UnknownParameterError`
+  (a ``TypeError``) naming it, and, for a name upstream lionagi used, saying what to use;
+- a value of the wrong type or out of range raises :class:`~lionagi.errors.OperationError`
+  naming the parameter, the value and what is expected.
+
+Model request options travel through one channel: the common typed names of
+:class:`ModelOptions` (``temperature``, ``max_tokens``, ...) plus an ``extra_body`` mapping for
+anything provider-specific, merged into the request body as the ``openai`` SDK does. Nothing
+else reaches a request.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    TypeAlias,
+    TypeVar,
+    get_args,
+    get_type_hints,
+)
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationError,
+    with_config,
+)
+from typing_extensions import TypedDict
+
+from lionagi.errors import OperationError, UnknownParameterError
+from lionagi.protocols.messages import Instruction
+from lionagi.protocols.tools import Tool
+from lionagi.service.imodel import iModel
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
+__all__ = [
+    "ActParams",
+    "ActionStrategy",
+    "ChatParams",
+    "CommunicateParams",
+    "HandleValidation",
+    "InterpretParams",
+    "ModelOptions",
+    "NoOptions",
+    "OperateParams",
+    "OperationParams",
+    "ParseParams",
+    "ReActParams",
+    "RunParams",
+    "ToolsArg",
+    "bind",
+    "request_options",
+]
+
+HandleValidation: TypeAlias = Literal["raise", "return_value", "return_none"]
+ActionStrategy: TypeAlias = Literal["concurrent", "sequential"]
+#: which registered tools a call offers: True (all), names or Tools, or None
+ToolsArg: TypeAlias = bool | str | Tool | Sequence[str | Tool] | None
+Count: TypeAlias = Annotated[int, Field(ge=0)]
+Images: TypeAlias = Sequence[str] | None
+
+
+class NoOptions(TypedDict, total=False):
+    """The options of an operation that calls no model: none (the type of its ``**options``,
+    there so an upstream keyword still gets a helpful error)."""
+
+
+@with_config(ConfigDict(strict=True, extra="forbid"))
+class ModelOptions(TypedDict, total=False):
+    """The model request options every operation accepts, by their common names.
+
+    Each is sent only when given, on top of the model's own ``request_defaults``. Anything a
+    provider offers beyond these goes in ``extra_body``, whose keys are merged into the request
+    body unchanged (as the ``openai`` SDK's ``extra_body=`` does).
+    """
+
+    temperature: float
+    max_tokens: int
+    top_p: float
+    stop: str | list[str]
+    seed: int
+    frequency_penalty: float
+    presence_penalty: float
+    extra_body: dict[str, JsonValue]
+
+
+_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, arbitrary_types_allowed=True)
+_MODEL_OPTIONS: TypeAdapter[ModelOptions] = TypeAdapter(ModelOptions)
+MODEL_OPTION_NAMES = frozenset(ModelOptions.__annotations__)
+#: request-body keys the library sets itself; extra_body may not replace them
+_OWN_BODY_KEYS = frozenset(
+    {"model", "messages", "tools", "response_format", "stream", "stream_options"}
+)
+
+
+class OperationParams(BaseModel):
+    """Base of the parameter objects: strict, immutable, no unknown fields.
+
+    Every field is required: the defaults live in the Branch method, the one declared
+    signature. ``options`` holds the validated :class:`ModelOptions` given to the call.
+    """
+
+    model_config = _STRICT
+
+    #: the Branch method the parameters belong to (used in error messages)
+    operation: ClassVar[str]
+    #: alias -> field: other accepted names of a field (upstream lionagi's names)
+    aliases: ClassVar[Mapping[str, str]] = {}
+    #: whether the operation calls a model and so takes :class:`ModelOptions`
+    takes_model_options: ClassVar[bool] = True
+
+    options: ModelOptions
+
+    @property
+    def request_options(self) -> dict[str, Any]:
+        """The options as request-body keys: the common names, then ``extra_body`` merged."""
+        return request_options(self.options)
+
+
+class _AskParams(OperationParams):
+    """What every operation that asks the chat model shares: the question and the model."""
+
+    aliases: ClassVar[Mapping[str, str]] = {"imodel": "chat_model"}
+
+    instruction: str | Instruction | None
+    guidance: str | None
+    context: JsonValue
+    chat_model: iModel | None
+
+
+class ChatParams(_AskParams):
+    """:meth:`Branch.chat` and :meth:`Branch.chat_and_record`."""
+
+    operation: ClassVar[str] = "chat"
+
+    response_format: type[BaseModel] | dict[str, Any] | None
+    images: Images
+
+
+class CommunicateParams(_AskParams):
+    """:meth:`Branch.communicate`."""
+
+    operation: ClassVar[str] = "communicate"
+
+    response_format: type[BaseModel] | None
+    parse_model: iModel | None
+    images: Images
+    num_parse_retries: Count
+    handle_validation: HandleValidation
+
+
+class ParseParams(OperationParams):
+    """:meth:`Branch.parse`."""
+
+    operation: ClassVar[str] = "parse"
+
+    text: str
+    response_format: type[BaseModel]
+    max_retries: Count
+    handle_validation: HandleValidation
+    parse_model: iModel | None
+
+
+class InterpretParams(OperationParams):
+    """:meth:`Branch.interpret`."""
+
+    operation: ClassVar[str] = "interpret"
+
+    text: Annotated[str, Field(min_length=1, pattern=r"\S")]
+    domain: str | None
+    style: str | None
+    interpret_model: iModel | None
+
+
+class OperateParams(_AskParams):
+    """:meth:`Branch.operate`."""
+
+    operation: ClassVar[str] = "operate"
+
+    response_format: type[BaseModel] | None
+    tools: ToolsArg
+    actions: bool
+    invoke_actions: bool
+    reason: bool
+    parse_model: iModel | None
+    images: Images
+    action_strategy: ActionStrategy
+    handle_validation: HandleValidation
+    max_parse_retries: Count
+
+
+class ActParams(OperationParams):
+    """:meth:`Branch.act` (it takes no model options)."""
+
+    operation: ClassVar[str] = "act"
+    takes_model_options: ClassVar[bool] = False
+
+    strategy: ActionStrategy
+    suppress_errors: bool
+    record: bool
+
+
+class ReActParams(_AskParams):
+    """:meth:`Branch.ReAct` and :meth:`Branch.ReActStream`."""
+
+    operation: ClassVar[str] = "ReAct"
+
+    instruction: str | Instruction  # required here
+    tools: ToolsArg
+    response_format: type[BaseModel] | None
+    max_extensions: Count
+    extension_allowed: bool
+    parse_model: iModel | None
+    action_strategy: ActionStrategy
+    max_parse_retries: Count
+    return_analysis: bool
+
+
+class RunParams(_AskParams):
+    """:meth:`Branch.run`."""
+
+    operation: ClassVar[str] = "run"
+
+    instruction: str | Instruction  # required here
+    images: Images
+    max_tool_rounds: Count
+    session_id: Annotated[str, Field(min_length=1)] | None
+
+
+P = TypeVar("P", bound=OperationParams)
+
+# Names upstream lionagi (or the openai SDK) accepts that lionagi does not: what to do instead.
+_TOOLS_ON_OPERATE = (
+    "register tools on the Branch and offer them with operate(tools=..., actions=True)"
+)
+_HINTS: Mapping[str, str] = {
+    "actions": "this operation runs no tools; use operate(actions=True) or ReAct()",
+    "tools": "this operation offers no tools; use operate(tools=...) or ReAct(tools=...)",
+    "tool_schemas": _TOOLS_ON_OPERATE,
+    "skip_validation": (
+        "for the raw reply text leave response_format unset; to get the text back when parsing "
+        "fails pass handle_validation='return_value'"
+    ),
+    "clear_messages": (
+        "the history is append-only; start a new Branch (Branch(system=..., messages=...)) "
+        "for a fresh conversation"
+    ),
+    "plain_content": "pass the text as the instruction",
+    "progression": (
+        "every call sends the whole history; build a Branch with the messages you want "
+        "(Branch(messages=...))"
+    ),
+    "sender": "set the sender once with Branch(user=...)",
+    "recipient": "messages have no recipient in lionagi; leave it out",
+    "image_detail": "pass images as URLs or data: URLs; set detail through extra_body if needed",
+    "fuzzy_match_kwargs": "parsing is tolerant by default (fences, prose, small JSON errors)",
+    "fuzzy_match": "parsing is tolerant by default (fences, prose, small JSON errors)",
+    "operative_model": "use response_format=<a pydantic model class>",
+    "request_model": "use response_format=<a pydantic model class>",
+    "request_type": "use response_format=<a pydantic model class>",
+    "operative": "use response_format=<a pydantic model class>",
+    "return_operative": "the result already is an instance of your response_format",
+    "include_token_usage_to_model": (
+        "token usage is on each AssistantResponse.usage and in the turn's RunEnd signal"
+    ),
+    "verbose_action": "subscribe to MessageAdded signals through a Session to watch tool calls",
+    "action_kwargs": "pass action_strategy= to operate() or ReAct()",
+    "stream": "use branch.run(...) to stream a turn",
+    "model": "pass chat_model=iModel(...) (or a Branch(chat_model=...))",
+    "messages": "operations send the Branch's history; add messages with Branch(messages=...)",
+    "timeout": "set the time limit on the model: iModel(..., timeout=seconds)",
+    "api_key": "set the key on the model: iModel(..., api_key=...)",
+    "reasoning_effort": "pass it as a provider option: extra_body={'reasoning_effort': ...}",
+    "tool_choice": "pass it as a provider option: extra_body={'tool_choice': ...}",
+    "response_format": "this operation returns text; use communicate(response_format=...)",
+}
+_RENAMES: Mapping[str, Mapping[str, str]] = {
+    "operate": {"num_parse_retries": "max_parse_retries"},
+    "ReAct": {"num_parse_retries": "max_parse_retries"},
+    "communicate": {"max_parse_retries": "num_parse_retries", "max_retries": "num_parse_retries"},
+    "parse": {"num_parse_retries": "max_retries", "max_parse_retries": "max_retries"},
+    "act": {"verbose": "nothing (tool calls are MessageAdded signals)"},
+}
+
+
+def bind(cls: type[P], arguments: Mapping[str, Any], *, operation: str | None = None) -> P:
+    """Validate a Branch method's arguments into ``cls`` (the one translator of bad arguments).
+
+    ``arguments`` are the method's ``locals()`` taken first thing: the named parameters, plus
+    ``options`` (its ``**options``) and ``self``, both dropped or split here. Unknown names in
+    ``options`` raise :class:`UnknownParameterError`; bad values raise :class:`OperationError`.
+    """
+    name = operation or cls.operation
+    values = {k: v for k, v in arguments.items() if k != "self"}
+    given = values.pop("options", None) or {}
+    known = MODEL_OPTION_NAMES if cls.takes_model_options else frozenset()
+    extra = [key for key in given if key not in known]
+    if extra:
+        raise _unknown(cls, name, extra[0])
+    given_as: dict[str, str] = {}  # field -> the alias the caller used
+    for alias, target in cls.aliases.items():
+        if alias in values:
+            value = values.pop(alias)
+            if value is not None:
+                given_as[target] = alias
+                if values.get(target) is not None:
+                    raise OperationError(
+                        f"{name}() got both {target}= and its alias {alias}=; pass one"
+                    )
+                values[target] = value
+    values["options"] = _model_options(name, given) if given else {}
+    try:
+        return cls.model_validate(values)
+    except ValidationError as exc:
+        raise _bad_value(cls, name, exc.errors(include_url=False)[0], given_as) from None
+
+
+def request_options(options: ModelOptions) -> dict[str, Any]:
+    """Validated :class:`ModelOptions` as request-body keys (``extra_body`` merged last)."""
+    if not options:
+        return {}
+    body: dict[str, Any] = {k: v for k, v in options.items() if k != "extra_body"}
+    body.update(options.get("extra_body") or {})
+    return body
+
+
+def _model_options(operation: str, given: Mapping[str, Any]) -> ModelOptions:
+    try:
+        options = _MODEL_OPTIONS.validate_python(dict(given))
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = str(error["loc"][0])
+        shown = _describe(get_type_hints(ModelOptions)[field])
+        raise OperationError(
+            f"{operation}() got {field}={error['input']!r:.80}: expected {shown}"
+        ) from None
+    extra_body = options.get("extra_body") or {}
+    clash = sorted(k for k in extra_body if k in _OWN_BODY_KEYS or k in options)
+    if clash:
+        raise OperationError(
+            f"{operation}() got extra_body keys {clash} that the request sets itself or that "
+            "were also given as named options; pass each option once, by its own parameter"
+        )
+    return options
+
+
+def known_names(cls: type[OperationParams]) -> list[str]:
+    """Every keyword ``cls``'s Branch method accepts."""
+    own = [n for n in cls.model_fields if n != "options"]
+    if not cls.takes_model_options:
+        return own
+    return [*own, *cls.aliases, *sorted(MODEL_OPTION_NAMES)]
+
+
+def _unknown(cls: type[OperationParams], operation: str, key: str) -> UnknownParameterError:
+    message = f"{operation}() got an unexpected keyword argument {key!r}"
+    renamed = _RENAMES.get(operation, {}).get(key)
+    hint = _HINTS.get(key)
+    known = known_names(cls)
+    if renamed is not None:
+        message += f"; use {renamed}" + ("=" if renamed.isidentifier() else "")
+    elif hint is not None and key not in known:
+        message += f" (upstream lionagi accepted it; here: {hint})"
+    else:
+        close = difflib.get_close_matches(key, known, n=1)
+        if close:
+            message += f"; did you mean {close[0]!r}?"
+        elif cls.takes_model_options:
+            message += (
+                "; model request options are "
+                f"{', '.join(sorted(MODEL_OPTION_NAMES - {'extra_body'}))}, and anything "
+                "provider-specific goes in extra_body={...}"
+            )
+    return UnknownParameterError(message, operation=operation, name=key)
+
+
+def _bad_value(
+    cls: type[OperationParams], operation: str, error: ErrorDetails, given_as: Mapping[str, str]
+) -> OperationError:
+    field = str(error["loc"][0]) if error["loc"] else "(arguments)"
+    value = error.get("input")
+    if error["type"] == "missing":
+        return OperationError(f"{operation}() needs {field}=")
+    info = cls.model_fields.get(field)
+    expected = _describe(info.annotation) if info is not None else "a valid value"
+    kind = error["type"]
+    if kind in ("string_too_short", "string_pattern_mismatch"):
+        detail = "expected non-empty text"
+    elif kind == "sequence_str":
+        detail = f"expected a list of text, not one string ({expected})"
+    elif kind.startswith(("greater_than", "less_than")):
+        detail = f"expected {expected} {error['msg'].lower().removeprefix('input should be ')}"
+    else:
+        detail = f"expected {expected}"
+    return OperationError(f"{operation}() got {given_as.get(field, field)}={value!r:.80}: {detail}")
+
+
+def _describe(annotation: Any) -> str:
+    """A short human reading of a field's type, for error messages."""
+    if getattr(annotation, "__metadata__", None) is not None:  # Annotated[T, ...]
+        return _describe(annotation.__origin__)
+    args = get_args(annotation)
+    origin = getattr(annotation, "__origin__", None)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in args)
+    if annotation is None or annotation is type(None):
+        return "None"
+    if annotation is JsonValue:
+        return "JSON data (dicts, lists, text, numbers, True/False, None)"
+    if args and (origin is None or str(origin) in ("typing.Union", "<class 'types.UnionType'>")):
+        return " or ".join(dict.fromkeys(_describe(a) for a in args))
+    if origin is type:
+        return "a pydantic model class" if args and args[0] is BaseModel else "a class"
+    name = getattr(annotation, "__name__", None)
+    if name in ("bool", "int", "float", "str"):
+        return {"bool": "True or False", "int": "an int", "float": "a number", "str": "text"}[name]
+    return str(name or annotation).replace("typing.", "")

@@ -1,0 +1,247 @@
+"""Every operation's parameter contract: the bad-argument table, one error class per mistake,
+and nothing unknown reaching a request body (checked on a loopback server's received bodies)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from lionagi import Branch, OperationError, UnknownParameterError, iModel
+from lionagi.operations.params import MODEL_OPTION_NAMES
+from lionagi.testing import TestModel
+from tests.helpers import assert_idle, observed_branch
+from tests.service.http_server import Reply, ScriptedServer
+
+pytestmark = pytest.mark.anyio
+
+
+class Answer(BaseModel):
+    value: int
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+Call = Callable[..., Any]
+
+# operation name -> a call of it with valid leading arguments, taking extra keyword arguments
+CALLS: dict[str, Call] = {
+    "chat": lambda b, **kw: b.chat("x", **kw),
+    "chat_and_record": lambda b, **kw: b.chat_and_record("x", **kw),
+    "communicate": lambda b, **kw: b.communicate("x", **kw),
+    "parse": lambda b, **kw: b.parse("{}", **{"response_format": Answer, **kw}),
+    "interpret": lambda b, **kw: b.interpret("x", **kw),
+    "operate": lambda b, **kw: b.operate(instruction="x", **kw),
+    "act": lambda b, **kw: b.act({"function": "add", "arguments": {"a": 1, "b": 2}}, **kw),
+    "ReAct": lambda b, **kw: b.ReAct("x", **kw),
+    "ReActStream": lambda b, **kw: b.ReActStream("x", **kw),
+    "run": lambda b, **kw: b.run("x", **kw),
+}
+MODEL_OPS = [name for name in CALLS if name != "act"]
+
+# (operation, keyword arguments, exception class, text the message must contain)
+TABLE: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+    # wrong type
+    ("chat", {"guidance": 3}, OperationError, "guidance=3: expected text"),
+    ("chat", {"images": "http://x/y.png"}, OperationError, "images="),
+    ("chat", {"context": object()}, OperationError, "expected JSON data"),
+    ("chat", {"response_format": int}, OperationError, "response_format="),
+    ("chat", {"temperature": "hot"}, OperationError, "temperature='hot': expected a number"),
+    ("chat_and_record", {"max_tokens": 1.5}, OperationError, "max_tokens=1.5: expected an int"),
+    ("communicate", {"num_parse_retries": -1}, OperationError, "num_parse_retries=-1"),
+    ("communicate", {"handle_validation": "ignore"}, OperationError, "'return_value'"),
+    ("parse", {"max_retries": True}, OperationError, "max_retries=True: expected an int"),
+    ("parse", {"response_format": dict}, OperationError, "pydantic model class"),
+    ("interpret", {"domain": 1}, OperationError, "domain=1"),
+    ("operate", {"action_strategy": "all"}, OperationError, "'concurrent' or 'sequential'"),
+    ("operate", {"reason": "yes"}, OperationError, "reason='yes': expected True or False"),
+    ("operate", {"max_parse_retries": -2}, OperationError, "greater than or equal to 0"),
+    ("act", {"strategy": "parallel"}, OperationError, "strategy='parallel'"),
+    ("act", {"suppress_errors": "yes"}, OperationError, "suppress_errors='yes'"),
+    ("ReAct", {"max_extensions": -1}, OperationError, "max_extensions=-1"),
+    ("ReAct", {"extension_allowed": 1}, OperationError, "extension_allowed=1"),
+    ("ReActStream", {"max_extensions": 1.5}, OperationError, "max_extensions=1.5"),
+    ("run", {"max_tool_rounds": True}, OperationError, "max_tool_rounds=True"),
+    ("run", {"session_id": ""}, OperationError, "session_id=''"),
+    ("run", {"extra_body": {"messages": []}}, OperationError, "extra_body keys ['messages']"),
+    ("chat", {"temperature": 0.1, "extra_body": {"temperature": 1}}, OperationError, "once"),
+    # unknown names: a typo is named with the likely intent
+    ("chat", {"temprature": 0.2}, UnknownParameterError, "'temprature'; did you mean"),
+    ("operate", {"invoke_action": False}, UnknownParameterError, "did you mean 'invoke_actions'"),
+    ("run", {"frobnicate": 1}, UnknownParameterError, "extra_body={...}"),
+    ("act", {"temperature": 0.1}, UnknownParameterError, "'temperature'"),
+    # upstream-only names: what to use instead
+    ("communicate", {"actions": True}, UnknownParameterError, "use operate(actions=True)"),
+    ("communicate", {"skip_validation": True}, UnknownParameterError, "handle_validation="),
+    ("communicate", {"clear_messages": True}, UnknownParameterError, "append-only"),
+    ("chat", {"plain_content": "x"}, UnknownParameterError, "as the instruction"),
+    ("chat", {"tools": True}, UnknownParameterError, "operate(tools=...)"),
+    ("operate", {"num_parse_retries": 2}, UnknownParameterError, "use max_parse_retries="),
+    ("communicate", {"max_retries": 2}, UnknownParameterError, "use num_parse_retries="),
+    ("ReAct", {"reasoning_effort": "low"}, UnknownParameterError, "extra_body="),
+    ("act", {"verbose_action": True}, UnknownParameterError, "MessageAdded"),
+    ("run", {"stream": True}, UnknownParameterError, "'stream'"),
+]
+
+
+async def _call(op: str, branch: Branch, kwargs: dict[str, Any]) -> Any:
+    result = CALLS[op](branch, **kwargs)
+    if hasattr(result, "__await__"):
+        return await result
+    return result  # a stream: its parameters are checked when it is created
+
+
+@pytest.mark.parametrize(
+    ("op", "kwargs", "error", "match"),
+    TABLE,
+    ids=[f"{op}-{'-'.join(kw)}" for op, kw, _, _ in TABLE],
+)
+async def test_bad_argument_table(
+    op: str, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    model = TestModel(["x"])
+    branch, rec, _ = observed_branch(chat_model=model, tools=[add])
+    with pytest.raises(error) as caught:
+        await _call(op, branch, kwargs)
+    assert type(caught.value) is error
+    assert match in str(caught.value)
+    assert f"{op}()" in str(caught.value)
+    assert model.calls == []
+    assert rec.signals == []
+    assert len(branch.msgs) == 0
+    assert_idle(branch)
+
+
+@pytest.mark.parametrize("op", MODEL_OPS)
+async def test_a_model_that_is_not_an_imodel_is_the_same_error_everywhere(op: str) -> None:
+    branch = Branch(chat_model=TestModel(["x"]), tools=[add])
+    key = {"parse": "parse_model", "interpret": "interpret_model"}.get(op, "chat_model")
+    with pytest.raises(OperationError, match=f"{key}='openai/gpt': expected iModel or None"):
+        await _call(op, branch, {key: "openai/gpt"})
+
+
+@pytest.mark.parametrize("op", list(CALLS))
+async def test_an_unknown_keyword_is_a_type_error_everywhere(op: str) -> None:
+    branch = Branch(chat_model=TestModel(["x"]), tools=[add])
+    with pytest.raises(TypeError) as caught:
+        await _call(op, branch, {"skip_validation": True})
+    assert isinstance(caught.value, UnknownParameterError)
+    assert caught.value.name == "skip_validation"
+    assert caught.value.operation == op
+
+
+async def test_imodel_is_an_alias_of_chat_model_and_not_both() -> None:
+    default, chosen = TestModel(["default"]), TestModel(["chosen"])
+    branch = Branch(chat_model=default)
+    assert await branch.chat("x", imodel=chosen) == "chosen"
+    assert default.calls == []
+    with pytest.raises(OperationError, match="both chat_model= and its alias imodel="):
+        await branch.communicate("x", chat_model=default, imodel=chosen)
+
+
+# -- what reaches the wire ------------------------------------------------------------------
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as running:
+        yield running
+
+
+def _completion(content: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-test",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+    }
+
+
+def _sse_reply(content: str) -> Reply:
+    event = {
+        "id": "chatcmpl-1",
+        "model": "gpt-test",
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": "stop"}],
+    }
+    return Reply(events=[f"data: {json.dumps(event)}\n\n", "data: [DONE]\n\n"])
+
+
+# the keys a chat-completions body may hold: what the library sets, plus the options given
+_LIBRARY_KEYS = {"model", "messages", "tools", "response_format", "stream", "stream_options"}
+_GIVEN = {"temperature": 0.2, "seed": 7, "extra_body": {"reasoning_effort": "low"}}
+_WIRE_OPTIONS = {"temperature": 0.2, "seed": 7, "reasoning_effort": "low"}
+# every upstream-only or misspelt name the issue was reported with
+_REJECTED = [
+    {"actions": True},
+    {"temprature": 0.2},
+    {"skip_validation": True},
+    {"clear_messages": True},
+    {"plain_content": "x"},
+    {"return_operative": True},
+]
+
+
+async def _drive(op: str, branch: Branch, kwargs: dict[str, Any]) -> None:
+    result = await _call(op, branch, kwargs)
+    if op in ("run", "ReActStream"):
+        async for _ in result:
+            pass
+
+
+@pytest.mark.parametrize("op", MODEL_OPS)
+async def test_only_known_options_reach_the_request_body(op: str, server: ScriptedServer) -> None:
+    model = iModel("openai", "gpt-test", base_url=f"{server.url}/v1", api_key="sk-x", timeout=30)
+    try:
+        await _check_wire(op, server, model)
+    finally:
+        await model.aclose()
+
+
+async def _check_wire(op: str, server: ScriptedServer, model: iModel) -> None:
+    branch = Branch(chat_model=model, tools=[add])
+    for rejected in _REJECTED:
+        if op == "operate" and "actions" in rejected:
+            continue  # operate's own parameter
+        with pytest.raises(UnknownParameterError, match=next(iter(rejected))):
+            await _drive(op, branch, {**_GIVEN, **rejected})
+    assert server.requests == []
+    final = '{"value": 1}' if op != "ReAct" and op != "ReActStream" else "done"
+    analysis = '{"analysis": "a", "extension_needed": false}'
+    replies = {"ReAct": [analysis, final], "ReActStream": [analysis, final]}.get(op, [final])
+    for text in replies:
+        server.reply(_sse_reply(text) if op == "run" else Reply(json=_completion(text)))
+    kwargs = dict(_GIVEN)
+    if op == "parse":  # parse calls the model only for text it cannot read itself
+        branch = Branch(chat_model=model)
+        await branch.parse("no json here", response_format=Answer, max_retries=1, **kwargs)
+    else:
+        await _drive(op, branch, kwargs)
+    assert len(server.requests) == len(replies)
+    for received in server.requests:
+        body = received.json
+        assert set(body) - _LIBRARY_KEYS == set(_WIRE_OPTIONS)
+        assert {k: body[k] for k in _WIRE_OPTIONS} == _WIRE_OPTIONS
+
+
+def test_every_model_option_is_a_documented_name() -> None:
+    assert {
+        "temperature",
+        "max_tokens",
+        "top_p",
+        "stop",
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "extra_body",
+    } == MODEL_OPTION_NAMES
