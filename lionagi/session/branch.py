@@ -38,9 +38,9 @@ from lionagi.operations.params import (
     ParseParams,
     ReActParams,
     RunParams,
-    ToolsArg,
     bind,
 )
+from lionagi.operations.params import ToolsArg as OfferedTools
 from lionagi.operations.turn import schedule_message_signal
 from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
 from lionagi.protocols.messages import Instruction, Message, MessageManager, System
@@ -63,7 +63,7 @@ __all__ = ["Branch"]
 
 M = TypeVar("M", bound=BaseModel)
 
-RegisterArg = Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
+ToolsArg = Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
 
 
 def _signal_through(ref: weakref.ref[Branch]) -> Callable[[Message], None]:
@@ -105,7 +105,7 @@ class Branch:
         system: str | System | None = None,
         chat_model: iModel | str | None = None,
         parse_model: iModel | str | None = None,
-        tools: RegisterArg | None = None,
+        tools: ToolsArg | None = None,
         messages: Iterable[Message] | None = None,
         name: str | None = None,
         user: str | None = None,
@@ -237,7 +237,7 @@ class Branch:
     def tools(self) -> ToolRegistry:
         return self._tools
 
-    def register_tools(self, tools: RegisterArg, *, update: bool = False) -> tuple[Tool, ...]:
+    def register_tools(self, tools: ToolsArg, *, update: bool = False) -> tuple[Tool, ...]:
         """Register one tool or callable, or several (all or none); returns the Tools."""
         if isinstance(tools, Tool) or callable(tools):
             return self._tools.register_many([tools], update=update)
@@ -367,7 +367,7 @@ class Branch:
         guidance: str | None = None,
         context: JsonValue = None,
         response_format: type[BaseModel] | None = None,
-        tools: ToolsArg = None,
+        tools: OfferedTools = None,
         actions: bool = False,
         invoke_actions: bool = True,
         reason: bool = False,
@@ -426,7 +426,7 @@ class Branch:
         *,
         guidance: str | None = None,
         context: JsonValue = None,
-        tools: ToolsArg = None,
+        tools: OfferedTools = None,
         response_format: type[BaseModel] | None = None,
         max_extensions: int = 3,
         extension_allowed: bool = True,
@@ -448,7 +448,7 @@ class Branch:
         *,
         guidance: str | None = None,
         context: JsonValue = None,
-        tools: ToolsArg = None,
+        tools: OfferedTools = None,
         response_format: type[BaseModel] | None = None,
         max_extensions: int = 3,
         extension_allowed: bool = True,
@@ -510,7 +510,7 @@ class Branch:
         return branch_to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, tools: RegisterArg | None = None) -> Branch:
+    def from_dict(cls, data: Mapping[str, Any], *, tools: ToolsArg | None = None) -> Branch:
         """Rebuild a branch from :meth:`to_dict` output.
 
         Pass ``tools`` to re-attach functions; then every tool name the data lists must be
