@@ -17,6 +17,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from lionagi.errors import FlowError, GraphCycleError, OperationError
+from lionagi.operations.params import OPERATION_PARAMS, known_names
 
 __all__ = [
     "NODE_OPERATIONS",
@@ -171,8 +172,10 @@ def validate_operation(
     name = operation if isinstance(operation, str) else getattr(operation, "__name__", "?")
     signature = _signature(target)
     accepted = list(signature.parameters.values())[1:]  # after self / branch
-    if not any(p.kind is p.VAR_KEYWORD for p in accepted):
+    if isinstance(operation, str) or not any(p.kind is p.VAR_KEYWORD for p in accepted):
         accepts = {p.name for p in accepted if p.kind not in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY)}
+        if isinstance(operation, str):  # a Branch method's **options are its model options
+            accepts.update(known_names(OPERATION_PARAMS[operation]))
         unknown = [key for key in parameters if key not in accepts]
         if unknown:
             raise OperationError(

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
 __all__ = [
+    "OPERATION_PARAMS",
     "ActParams",
     "ActionStrategy",
     "ChatParams",
@@ -67,6 +68,7 @@ __all__ = [
     "RunParams",
     "ToolsArg",
     "bind",
+    "known_names",
     "request_options",
 ]
 
@@ -247,6 +249,20 @@ class RunParams(_AskParams):
 
 P = TypeVar("P", bound=OperationParams)
 
+#: Branch method name -> its parameter class
+OPERATION_PARAMS: Mapping[str, type[OperationParams]] = {
+    "chat": ChatParams,
+    "chat_and_record": ChatParams,
+    "communicate": CommunicateParams,
+    "parse": ParseParams,
+    "interpret": InterpretParams,
+    "operate": OperateParams,
+    "act": ActParams,
+    "ReAct": ReActParams,
+    "ReActStream": ReActParams,
+    "run": RunParams,
+}
+
 # Names upstream lionagi (or the openai SDK) accepts that lionagi does not: what to do instead.
 _TOOLS_ON_OPERATE = (
     "register tools on the Branch and offer them with operate(tools=..., actions=True)"
@@ -363,7 +379,7 @@ def _model_options(operation: str, given: Mapping[str, Any]) -> ModelOptions:
 
 
 def known_names(cls: type[OperationParams]) -> list[str]:
-    """Every keyword ``cls``'s Branch method accepts."""
+    """Every keyword ``cls``'s Branch method accepts (its parameters, aliases, model options)."""
     own = [n for n in cls.model_fields if n != "options"]
     if not cls.takes_model_options:
         return own
