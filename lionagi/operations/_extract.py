@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from typing import Any, TypeVar
 
-import json_repair
 from pydantic import BaseModel, ValidationError
 
 __all__ = ["extract_json", "validate_into"]
@@ -23,6 +22,8 @@ def extract_json(text: str) -> Any:
     """The JSON found in ``text`` (a list when it holds several values), or None."""
     if not isinstance(text, str):
         raise TypeError(f"expected text, got {type(text).__name__}")
+    import json_repair  # on first use: a turn without structured output never needs it
+
     found = json_repair.loads(text)
     return None if found in ("", None) else found
 
