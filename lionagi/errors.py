@@ -1,26 +1,83 @@
-"""The exception tree of lionagi.
+"""The exception tree of lionagi: every exception the library defines, in one module.
 
 Every public failure is one of these, with a message that names the bad value and what to do.
-Provider failures live in :mod:`lionagi.service.errors` and derive from :class:`LionError` too.
+Catch :class:`LionError` for "anything lionagi refused or failed at"; each class also derives
+from the builtin a Python programmer would expect (``ValueError``, ``TypeError``, ``KeyError``,
+...), so ``except ValueError`` keeps working too. Provider failures are defined beside the
+transports that raise them, in :mod:`lionagi.service.errors`, and belong to this tree::
+
+    LionError
+    ├── ConfigurationError (ValueError)       a constructor or setting got an unusable value
+    │   └── DuplicateProviderError              a context provider name is taken
+    ├── OperationError (ValueError)           an operation argument is of the wrong type or value
+    ├── UnknownParameterError (TypeError)     an operation got a keyword it does not take
+    ├── ParseError (ValueError)               text did not parse into the response_format
+    ├── HistoryError (ValueError)             a message the history cannot take
+    ├── ToolError
+    │   ├── DuplicateToolError (ValueError)
+    │   ├── ToolNotFoundError (KeyError)
+    │   ├── ToolArgumentError (ValueError)
+    │   ├── ActionError                         a tool raised and errors were not suppressed
+    │   ├── ToolTimeoutError (TimeoutError)
+    │   ├── UnauthorizedActionError (PermissionError)
+    │   └── McpError                            an MCP tool server failed
+    ├── ProviderNotFoundError (KeyError)      no context provider by that name
+    ├── BranchNotFoundError (KeyError)        no branch by that id or name in a Session
+    ├── FlowError (RuntimeError)              an operation graph or flow misused
+    │   └── GraphCycleError (ValueError)
+    ├── UsageLimitExceeded                    a turn's next model call would break its limits
+    ├── LoopBreak                             a BREAK directive stopped the turn (RunFailed)
+    ├── TurnFinalizingError (RuntimeError)    a call joined a turn that is already finalizing
+    ├── ScriptExhaustedError                  a lionagi.testing TestModel ran out of replies
+    ├── UnknownProviderError (ValueError)     lionagi.service.errors: no such provider name
+    ├── RateLimitQueueFull                    lionagi.service.errors: too many calls waiting
+    └── ProviderError                         lionagi.service.errors: the model provider failed
+        ├── AuthenticationError
+        ├── RateLimitError
+        ├── BadRequestError
+        ├── ServerError
+        ├── ProtocolError
+        │   └── ProviderConnectionError         connection refused, reset, or no DNS answer
+        └── ProviderTimeout (TimeoutError)
+
+    StopStream (Exception)                    a CANCEL directive ended the turn cleanly (RunEnd)
+
+``StopStream`` is deliberately outside ``LionError``: a CANCEL is a stop the caller asked for
+and its turn ends with ``RunEnd``, like ``StopAsyncIteration`` ends an iteration, so
+``except LionError`` (failure handling) does not catch it. ``LoopBreak`` is a failure (its turn
+ends with ``RunFailed``) and is a ``LionError``. Cancellation by anyio is never converted into
+any of these.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lionagi.session.control import LoopControl
 
 __all__ = [
     "ActionError",
     "BranchNotFoundError",
     "ConfigurationError",
+    "DuplicateProviderError",
     "DuplicateToolError",
     "FlowError",
     "GraphCycleError",
+    "HistoryError",
     "LionError",
+    "LoopBreak",
     "McpError",
     "OperationError",
     "ParseError",
+    "ProviderNotFoundError",
+    "ScriptExhaustedError",
+    "StopStream",
     "ToolArgumentError",
     "ToolError",
     "ToolNotFoundError",
     "ToolTimeoutError",
+    "TurnFinalizingError",
     "UnauthorizedActionError",
     "UnknownParameterError",
     "UsageLimitExceeded",
@@ -36,7 +93,16 @@ class ConfigurationError(LionError, ValueError):
 
 
 class OperationError(LionError, ValueError):
-    """An operation was called with parameters that cannot work together."""
+    """An operation argument has the wrong type or value, or arguments cannot work together."""
+
+
+class DuplicateProviderError(ConfigurationError):
+    """A context provider with this name is already registered."""
+
+
+class HistoryError(LionError, ValueError):
+    """The history cannot take a message: it is not a :class:`Message`, or it is already
+    recorded (the history is append-only and holds each message once)."""
 
 
 class UnknownParameterError(LionError, TypeError):
@@ -149,3 +215,46 @@ class UsageLimitExceeded(LionError):
         self.limit = limit
         self.value = value
         self.used = used
+
+
+class ProviderNotFoundError(LionError, KeyError):
+    """No context provider with this name is registered."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "context provider not found"
+
+
+class ScriptExhaustedError(LionError):
+    """A :class:`~lionagi.testing.TestModel` was called more times than it has scripted
+    responses."""
+
+
+class LoopBreak(LionError):
+    """A BREAK directive stopped the turn. The turn ends with ``RunFailed``."""
+
+    def __init__(self, control: LoopControl) -> None:
+        why = f": {control.reason}" if control.reason else ""
+        super().__init__(f"turn {control.turn_id} stopped by a BREAK directive{why}")
+        self.control = control
+
+
+class TurnFinalizingError(LionError, RuntimeError):
+    """A task inherited this Branch's turn binding after finalization began.
+
+    Raised instead of waiting for the lock the caller's own task lineage is releasing (which
+    would deadlock), e.g. when a terminal observer handler calls the Branch again. Schedule the
+    work to run after the turn ends, or catch this and retry.
+    """
+
+
+class StopStream(Exception):
+    """A CANCEL directive ended the turn cleanly. The turn ends with ``RunEnd``; a stream
+    simply stops, a coroutine operation re-raises this so its caller knows there is no result.
+
+    Not a :class:`LionError`: the caller asked for the stop, so failure handling
+    (``except LionError``) does not catch it."""
+
+    def __init__(self, control: LoopControl | None = None, reason: str | None = None) -> None:
+        why = reason or (control.reason if control else None)
+        super().__init__("stream stopped" + (f": {why}" if why else ""))
+        self.control = control

@@ -32,7 +32,7 @@ from uuid import UUID, uuid4
 import anyio
 
 from lionagi._compat import spawn_detached
-from lionagi.errors import ConfigurationError
+from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
 from lionagi.session.control import StopStream, check_control
 from lionagi.session.signal import (
@@ -63,15 +63,6 @@ logger = logging.getLogger("lionagi.turn")
 
 T = TypeVar("T")
 ModelRole = Literal["chat", "parse"]
-
-
-class TurnFinalizingError(RuntimeError):
-    """A task inherited this Branch's turn binding after finalization began.
-
-    Raised instead of waiting for the lock the caller's own task lineage is releasing (which
-    would deadlock), e.g. when a terminal observer handler calls the Branch again. Schedule the
-    work to run after the turn ends, or catch this and retry.
-    """
 
 
 @dataclass(frozen=True, slots=True)

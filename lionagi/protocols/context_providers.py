@@ -17,7 +17,11 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from lionagi.errors import ConfigurationError, LionError
+from lionagi.errors import (
+    ConfigurationError,
+    DuplicateProviderError,
+    ProviderNotFoundError,
+)
 from lionagi.protocols._tokens import TokenCounter, get_default_counter
 from lionagi.protocols.messages import Instruction
 
@@ -42,17 +46,6 @@ class ContextProvider(Protocol):
 
 ProviderFunction: TypeAlias = Callable[[Any, Instruction], Awaitable[str | None]]
 """A plain ``async def f(branch, instruction) -> str | None`` is accepted as a provider too."""
-
-
-class DuplicateProviderError(ConfigurationError):
-    """A context provider with this name is already registered."""
-
-
-class ProviderNotFoundError(LionError, KeyError):
-    """No context provider with this name is registered."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else "context provider not found"
 
 
 class ProviderReport(BaseModel):

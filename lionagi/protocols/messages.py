@@ -15,6 +15,8 @@ from uuid import UUID, uuid4
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
+from lionagi.errors import HistoryError
+
 __all__ = [
     "ActionRequest",
     "ActionResponse",
@@ -301,9 +303,11 @@ class MessageManager(Sequence[Message]):
         seen: set[UUID] = set()
         for message in batch:
             if not isinstance(message, Message):
-                raise TypeError(f"expected a Message, got {type(message).__name__}")
+                raise HistoryError(f"expected a Message, got {type(message).__name__}")
             if message.id in self._by_id or message.id in seen:
-                raise ValueError(f"message {message.id} is already in this history")
+                raise HistoryError(
+                    f"message {message.id} is already in this history; a message is recorded once"
+                )
             seen.add(message.id)
         errors: list[Exception] = []
         for message in batch:
@@ -316,8 +320,10 @@ class MessageManager(Sequence[Message]):
 
     def _store(self, message: Message) -> None:
         if not isinstance(message, Message):
-            raise TypeError(f"expected a Message, got {type(message).__name__}")
+            raise HistoryError(f"expected a Message, got {type(message).__name__}")
         if message.id in self._by_id:
-            raise ValueError(f"message {message.id} is already in this history")
+            raise HistoryError(
+                f"message {message.id} is already in this history; a message is recorded once"
+            )
         self._messages.append(message)
         self._by_id[message.id] = message

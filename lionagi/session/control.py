@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from lionagi.errors import LionError
+from lionagi.errors import LoopBreak, StopStream
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
@@ -30,25 +30,6 @@ class LoopControl:
     directive: LoopDirective
     turn_id: UUID
     reason: str | None = None
-
-
-class LoopBreak(LionError):
-    """A BREAK directive stopped the turn. The turn ends with ``RunFailed``."""
-
-    def __init__(self, control: LoopControl) -> None:
-        why = f": {control.reason}" if control.reason else ""
-        super().__init__(f"turn {control.turn_id} stopped by a BREAK directive{why}")
-        self.control = control
-
-
-class StopStream(LionError):
-    """A CANCEL directive ended the turn cleanly. The turn ends with ``RunEnd``; a stream
-    simply stops, a coroutine operation re-raises this so its caller knows there is no result."""
-
-    def __init__(self, control: LoopControl | None = None, reason: str | None = None) -> None:
-        why = reason or (control.reason if control else None)
-        super().__init__("stream stopped" + (f": {why}" if why else ""))
-        self.control = control
 
 
 def check_control(scope: TurnScope) -> None:

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from lionagi.errors import ConfigurationError
 from lionagi.session.signal import Signal
 
 if TYPE_CHECKING:
@@ -39,9 +40,9 @@ class Observer:
     def subscribe(self, signal_type: type[Signal], handler: Handler) -> Callable[[], None]:
         """Call ``handler`` for every signal that is a ``signal_type``; returns an unsubscriber."""
         if not (isinstance(signal_type, type) and issubclass(signal_type, Signal)):
-            raise TypeError(f"signal_type must be a Signal subclass, got {signal_type!r}")
+            raise ConfigurationError(f"signal_type must be a Signal subclass, got {signal_type!r}")
         if not callable(handler):
-            raise TypeError(f"handler must be callable, got {handler!r}")
+            raise ConfigurationError(f"handler must be callable, got {handler!r}")
         entry = (signal_type, handler)
         self._handlers.append(entry)
         self._by_type.clear()

@@ -8,7 +8,7 @@ from uuid import UUID
 
 import anyio.lowlevel
 
-from lionagi.errors import BranchNotFoundError, FlowError
+from lionagi.errors import BranchNotFoundError, ConfigurationError, FlowError
 from lionagi.session.observer import Authorizer, Handler, Observer
 from lionagi.session.signal import Signal
 
@@ -97,9 +97,12 @@ class Session:
         items = [branches] if isinstance(branches, Branch) else list(branches)
         for branch in items:
             if not isinstance(branch, Branch):
-                raise TypeError(f"expected Branch, got {type(branch).__name__}")
+                raise ConfigurationError(f"expected a Branch, got {type(branch).__name__}")
             if branch._session is not None and branch._session is not self:
-                raise ValueError(f"Branch {branch.id} already belongs to another Session")
+                raise ConfigurationError(
+                    f"Branch {branch.id} already belongs to another Session; use branch.clone() "
+                    "to add a copy"
+                )
         for branch in items:
             branch._session = self
             branch._observer = self.observer
@@ -222,7 +225,7 @@ class Session:
         if handler is not None:
             return self.observer.subscribe(signal_type, handler)
         if not (isinstance(signal_type, type) and issubclass(signal_type, Signal)):
-            raise TypeError(f"signal_type must be a Signal subclass, got {signal_type!r}")
+            raise ConfigurationError(f"signal_type must be a Signal subclass, got {signal_type!r}")
 
         def decorate(func: H) -> H:
             self.observer.subscribe(signal_type, func)

@@ -10,7 +10,7 @@ from typing import Any
 
 from anyio.lowlevel import checkpoint
 
-from lionagi.errors import ConfigurationError, LionError
+from lionagi.errors import ConfigurationError, ScriptExhaustedError
 from lionagi.protocols.messages import ActionResponse, Message, ToolCall
 from lionagi.service.imodel import DEFAULT_TIMEOUT
 from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
@@ -25,10 +25,6 @@ from lionagi.testing._schema import schema_example
 from lionagi.testing._usage import json_text
 
 __all__ = ["ScriptExhaustedError", "ScriptedProvider", "TestModel"]
-
-
-class ScriptExhaustedError(LionError):
-    """A :class:`TestModel` was called more times than it has scripted responses."""
 
 
 class ScriptedProvider(OfflineProvider):

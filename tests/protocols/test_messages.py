@@ -10,6 +10,7 @@ from uuid import UUID, uuid4
 import pytest
 from pydantic import ValidationError
 
+from lionagi.errors import HistoryError
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -162,15 +163,15 @@ def test_system_only_when_first() -> None:
 
 def test_duplicates_and_non_messages_are_rejected() -> None:
     message = Instruction(instruction="once")
-    with pytest.raises(ValueError, match=str(message.id)):
+    with pytest.raises(HistoryError, match=str(message.id)):
         MessageManager([message, message])
     manager = MessageManager([message])
-    with pytest.raises(ValueError, match="already"):
+    with pytest.raises(HistoryError, match="already"):
         manager.add(message)
     copy_with_same_id = message.model_copy(update={"instruction": "twice"})
-    with pytest.raises(ValueError, match="already"):
+    with pytest.raises(HistoryError, match="already"):
         manager.add(copy_with_same_id)
-    with pytest.raises(TypeError, match="dict"):
+    with pytest.raises(HistoryError, match="dict"):
         manager.add({"kind": "system"})  # type: ignore[arg-type]
     assert list(manager) == [message]
 

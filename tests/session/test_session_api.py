@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from lionagi import Branch, RunEnd, Session, System
-from lionagi.errors import BranchNotFoundError
+from lionagi.errors import BranchNotFoundError, ConfigurationError
 from lionagi.testing import FunctionModel
 
 
@@ -126,5 +126,5 @@ async def test_observe_works_as_a_decorator() -> None:
     unsubscribe()
     await branch.chat("again")
     assert len(ends) == 3
-    with pytest.raises(TypeError, match="Signal subclass"):
+    with pytest.raises(ConfigurationError, match="Signal subclass"):
         session.observe(int)  # type: ignore[arg-type]
