@@ -3,8 +3,7 @@ and nothing unknown reaching a request body (checked on a loopback server's rece
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from lionagi import Branch, OperationError, UnknownParameterError, iModel
 from lionagi.operations.params import MODEL_OPTION_NAMES
 from lionagi.testing import TestModel
 from tests.helpers import assert_idle, observed_branch
+from tests.payloads import chunk, completion
 from tests.service.http_server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.anyio
@@ -146,43 +146,16 @@ async def test_imodel_is_an_alias_of_chat_model_and_not_both() -> None:
 
 
 # -- what reaches the wire ------------------------------------------------------------------
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
-
-
-def _completion(content: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": "gpt-test",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1},
-    }
-
-
 def _sse_reply(content: str) -> Reply:
-    event = {
-        "id": "chatcmpl-1",
-        "model": "gpt-test",
-        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": "stop"}],
-    }
-    return Reply(events=[f"data: {json.dumps(event)}\n\n", "data: [DONE]\n\n"])
+    return Reply(events=[chunk({"content": content}, finish="stop"), "data: [DONE]\n\n"])
 
 
 # the keys a chat-completions body may hold: what the library sets, plus the options given
 _LIBRARY_KEYS = {"model", "messages", "tools", "response_format", "stream", "stream_options"}
-_GIVEN = {"temperature": 0.2, "seed": 7, "extra_body": {"reasoning_effort": "low"}}
+_GIVEN: dict[str, Any] = {"temperature": 0.2, "seed": 7, "extra_body": {"reasoning_effort": "low"}}
 _WIRE_OPTIONS = {"temperature": 0.2, "seed": 7, "reasoning_effort": "low"}
 # every upstream-only or misspelt name the issue was reported with
-_REJECTED = [
+_REJECTED: list[dict[str, Any]] = [
     {"actions": True},
     {"temprature": 0.2},
     {"skip_validation": True},
@@ -220,7 +193,8 @@ async def _check_wire(op: str, server: ScriptedServer, model: iModel) -> None:
     analysis = '{"analysis": "a", "extension_needed": false}'
     replies = {"ReAct": [analysis, final], "ReActStream": [analysis, final]}.get(op, [final])
     for text in replies:
-        server.reply(_sse_reply(text) if op == "run" else Reply(json=_completion(text)))
+        reply = {"role": "assistant", "content": text}
+        server.reply(_sse_reply(text) if op == "run" else Reply(json=completion(reply)))
     kwargs = dict(_GIVEN)
     if op == "parse":  # parse calls the model only for text it cannot read itself
         branch = Branch(chat_model=model)
