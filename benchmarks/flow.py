@@ -24,7 +24,17 @@ from typing import Any
 
 import anyio
 
-from benchmarks._common import PROMPT, SYSTEM, Config, median, now, offline_model, settle, target
+from benchmarks._common import (
+    PROMPT,
+    SYSTEM,
+    Config,
+    median,
+    now,
+    offline_model,
+    portable_path,
+    settle,
+    target,
+)
 from benchmarks.peers import Worker, find_peer_python
 from lionagi import Branch, Builder, OperationGraph, Session
 
@@ -100,6 +110,8 @@ def run(config: Config) -> dict[str, Any]:
     try:
         if worker is not None:
             versions = worker.ask("versions")
+            if "lionagi_path" in versions:
+                versions["lionagi_path"] = portable_path(versions["lionagi_path"])
             worker.ask("flow", shape="wide", nodes=10, max_concurrent=MAX_CONCURRENT)
         _ours(_flow_ns, "wide", min(nodes, 20))  # warm-up
         for _ in range(rounds):
@@ -205,7 +217,7 @@ def run(config: Config) -> dict[str, Any]:
             "upstream": _us(floor_theirs) if floor_theirs else None,
         },
         "peer_versions": versions,
-        "peer_python": f"{python} ({how})" if python else None,
+        "peer_python": f"{portable_path(python)} ({how})" if python else None,
         "targets": targets,
     }
 
