@@ -20,9 +20,10 @@ from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
 from lionagi.service.clock import ANYIO_CLOCK, Clock
+from lionagi.service.embeddings import Embeddings
 from lionagi.service.errors import ProviderTimeout
 from lionagi.service.fallback import check_fallback, invoke_with_fallback
-from lionagi.service.providers import provider_class
+from lionagi.service.providers import DEFAULT_PROVIDER, provider_class
 from lionagi.service.providers.base import Provider
 from lionagi.service.ratelimit import (
     RateLimiter,
@@ -33,9 +34,12 @@ from lionagi.service.ratelimit import (
 from lionagi.service.retry import DEFAULT_RETRY, RetryHook, RetryPolicy, call_with_retry
 from lionagi.service.types import FinalChunk, ModelRequest, ModelResponse, StreamChunk
 
-__all__ = ["DEFAULT_TIMEOUT", "iModel"]
+__all__ = ["DEFAULT_EMBED_BATCH", "DEFAULT_TIMEOUT", "iModel"]
 
 DEFAULT_TIMEOUT = 300.0
+#: texts per embeddings request (within every OpenAI-compatible service's limit)
+DEFAULT_EMBED_BATCH = 96
+_EMBED_PARALLEL = 4  # embeddings requests of one embed() call in flight at once
 # provider names of lionagi.testing models, which to_dict marks but from_dict cannot rebuild
 _OFFLINE_PROVIDERS = frozenset({"function", "test"})
 
@@ -50,9 +54,11 @@ class iModel:
 
     ``provider`` is a registered name (``"openai"``, ``"anthropic"``, ``"claude_code"``,
     ``"ollama"``, ...) or a :class:`Provider` instance; ``"provider/model"`` in either
-    ``provider`` or ``model`` is split. The API key comes from ``api_key`` or the provider's
-    usual environment variable and is held as ``SecretStr``. ``timeout`` (seconds, ``None`` for
-    none) bounds a whole ``invoke`` and the wait for each chunk of a ``stream``.
+    ``provider`` or ``model`` is split, and a bare ``model`` (``iModel(model="gpt-4o")``) uses
+    ``"openai"``. Any other name with a ``base_url`` is an OpenAI-compatible server. The API
+    key comes from ``api_key`` or the provider's usual environment variable and is held as
+    ``SecretStr``. ``timeout`` (seconds, ``None`` for none) bounds a whole ``invoke`` and the
+    wait for each chunk of a ``stream``.
     ``concurrency_limit`` caps calls in flight on this model object. Other keyword arguments
     are request defaults (``temperature=0.2``...), overridable per call.
 
@@ -124,7 +130,8 @@ class iModel:
             self.provider = provider
         else:
             name, model_name = _split_names(provider, model)
-            cls, presets = provider_class(name)
+            name = _endpoint_provider(name, request_defaults.pop("endpoint", None))
+            cls, presets = provider_class(name, base_url=base_url)
             presets.update({k: v for k, v in (("base_url", base_url),) if v is not None})
             settings = {
                 k: request_defaults.pop(k) for k in _provider_keys(cls) if k in request_defaults
@@ -406,6 +413,92 @@ class iModel:
             if limiter is not None:
                 limiter.release_on_behalf_of(borrower)
 
+    async def embed(
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = DEFAULT_EMBED_BATCH,
+        **options: Any,
+    ) -> Embeddings:
+        """Embed ``texts`` (one string or a list) and return their vectors in input order.
+
+        Long lists go out in batches of ``batch_size`` texts, up to four batches at once, each
+        under the model's retry policy, rate limit and ``concurrency_limit``; ``options``
+        (``dimensions=256``...) join every request. The ``timeout`` bounds the whole call.
+        Cancel-safe: cancellation or a failing batch cancels the batches in flight, and
+        nothing partial is returned.
+        """
+        items = [texts] if isinstance(texts, str) else list(texts)
+        bad = next((t for t in items if not isinstance(t, str)), None)
+        if bad is not None:
+            raise ConfigurationError(
+                f"embed takes a string or a list of strings, got an item {bad!r:.80}"
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigurationError(f"batch_size must be a positive int, got {batch_size!r}")
+        if not items:
+            return Embeddings(model=self.model, provider=self.provider_name)
+        batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+        results: list[Embeddings | None] = [None] * len(batches)
+        parallel = anyio.CapacityLimiter(_EMBED_PARALLEL)
+        merged = {**self.request_defaults, **options}
+
+        async def one(index: int) -> None:
+            async with parallel:
+                results[index] = await self._embed_batch(batches[index], merged)
+
+        async def run_all() -> None:
+            async with anyio.create_task_group() as tg:
+                for index in range(len(batches)):
+                    tg.start_soon(one, index)
+
+        try:
+            if self.timeout is None:
+                await run_all()
+            else:
+                with anyio.move_on_after(self.timeout) as scope:
+                    await run_all()
+                if scope.cancelled_caught:
+                    raise ProviderTimeout(
+                        f"no embeddings within {self.timeout:g}s",
+                        provider=self.provider_name,
+                        model=self.model,
+                    )
+        except ExceptionGroup as group:  # one batch failed: raise what it raised
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        return Embeddings.join([r for r in results if r is not None])
+
+    async def _embed_batch(self, texts: list[str], options: Mapping[str, Any]) -> Embeddings:
+        """One batch under the retry policy, the rate limit and the concurrency limit."""
+
+        async def attempt() -> Embeddings:
+            grant = None
+            if self._rate is not None:
+                estimate = sum(len(t) for t in texts) // 4 if self.limit_tokens else 0
+                grant = await self._rate.get().acquire(estimate)
+            if self._limiter is None:
+                result = await self.provider.embed(texts, model=self.model, options=options)
+            else:
+                async with self._limiter.get():
+                    result = await self.provider.embed(texts, model=self.model, options=options)
+            if grant is not None and self.limit_tokens:
+                grant.settle(result.usage.input_tokens)
+            return result
+
+        if self.retry is None:
+            return await attempt()
+        result, _ = await call_with_retry(
+            self.retry,
+            attempt,
+            idempotent=True,  # embedding the same texts again has no side effect
+            clock=self.clock,
+            provider=self.provider_name,
+            model=self.model,
+        )
+        return result
+
     # -- copies and serialization --------------------------------------------------------
     def copy(self) -> iModel:
         """A new iModel with the same configuration that shares nothing mutable."""
@@ -475,7 +568,7 @@ class iModel:
         base_url = settings.pop("base_url", None)
         if not isinstance(provider, str):
             raise ConfigurationError(f"iModel.from_dict: provider must be a name, got {provider!r}")
-        known = provider_class(provider)[0].setting_names
+        known = provider_class(provider, base_url=base_url)[0].setting_names
         unknown = sorted(set(settings) - set(known))
         if unknown:
             raise ConfigurationError(
@@ -530,6 +623,8 @@ def _split_names(provider: str | None, model: str | None) -> tuple[str, str]:
             f"provider must be a name or a Provider instance, got {type(provider).__name__}"
         )
     provider, model = _unjoin(provider, model)
+    if provider is None and model:
+        provider = DEFAULT_PROVIDER
     if not provider:
         raise ConfigurationError(
             "iModel needs a provider: iModel('openai', 'gpt-4o-mini') or "
@@ -546,6 +641,23 @@ def _unjoin(provider: str | None, model: str | None) -> tuple[str | None, str | 
     if joined and "/" in joined:
         provider, model = joined.split("/", 1)
     return provider, model
+
+
+_CHAT_ENDPOINTS = (None, "chat", "chat/completions", "embed", "embeddings")
+_RESPONSE_ENDPOINTS = ("response", "responses")
+
+
+def _endpoint_provider(name: str, endpoint: Any) -> str:
+    """Upstream's ``endpoint=``: ``"response"`` picks OpenAI's Responses API; chat and
+    embeddings need no switch (``embed()`` is its own call)."""
+    if endpoint in _CHAT_ENDPOINTS:
+        return name
+    if endpoint in _RESPONSE_ENDPOINTS and name in ("openai", "openai_responses"):
+        return "openai_responses"
+    raise ConfigurationError(
+        f"endpoint={endpoint!r} is not available for provider {name!r}; use 'chat' (the "
+        "default), 'embed' (then call embed()), or 'response' with provider 'openai'"
+    )
 
 
 def _provider_keys(cls: type[Provider]) -> tuple[str, ...]:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import SecretStr
 
+from lionagi.errors import ConfigurationError
 from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
+
+if TYPE_CHECKING:
+    from lionagi.service.embeddings import Embeddings
 
 __all__ = ["Provider"]
 
@@ -74,6 +78,15 @@ class Provider(ABC):
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Send ``request`` and yield chunks; the last one is a ``FinalChunk``."""
+
+    async def embed(
+        self, texts: Sequence[str], *, model: str, options: Mapping[str, Any]
+    ) -> Embeddings:
+        """Vectors for one batch of ``texts``. Providers without embeddings keep this."""
+        raise ConfigurationError(
+            f"provider {self.name!r} does not offer embeddings; use an OpenAI-compatible "
+            "provider (openai, ollama, vllm, gemini, mistral, ...) with an embedding model"
+        )
 
     async def aclose(self) -> None:  # noqa: B027  # optional hook
         """Release pooled connections. Safe to call more than once."""

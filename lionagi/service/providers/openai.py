@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from lionagi.protocols._render import to_openai_messages
 from lionagi.protocols.messages import ToolCall, Usage
+from lionagi.service.embeddings import Embeddings, openai_embeddings
 from lionagi.service.errors import ProviderError
 from lionagi.service.providers._http import (
     HTTPProvider,
@@ -78,6 +79,12 @@ class OpenAIChatProvider(HTTPProvider):
             body.pop("stream", None)
             body.pop("stream_options", None)
         return body
+
+    async def embed(
+        self, texts: Sequence[str], *, model: str, options: Mapping[str, Any]
+    ) -> Embeddings:
+        """``POST {base_url}/embeddings`` for one batch (see :mod:`lionagi.service.embeddings`)."""
+        return await openai_embeddings(self, texts, model=model, options=options)
 
     # -- whole replies -----------------------------------------------------------------
     async def invoke(self, request: ModelRequest) -> ModelResponse:

@@ -1,0 +1,110 @@
+"""Embeddings: the typed result of ``await model.embed(texts)`` and the OpenAI-compatible call.
+
+``POST {base_url}/embeddings`` with ``{"model": ..., "input": [texts]}`` is the shape OpenAI,
+Ollama, vLLM, Gemini's OpenAI endpoint, Mistral, Together, Fireworks and NVIDIA NIM share.
+:meth:`lionagi.service.imodel.iModel.embed` splits long inputs into batches and joins the
+answers in input order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lionagi.protocols.messages import Usage
+
+if TYPE_CHECKING:
+    from lionagi.service.providers.openai import OpenAIChatProvider
+
+__all__ = ["Embeddings", "openai_embeddings"]
+
+
+class Embeddings(BaseModel):
+    """Vectors for a list of texts, in the order the texts were given.
+
+    ``len(result)`` is the number of texts, ``result[i]`` the vector of text ``i``, and
+    iterating yields the vectors. ``usage`` sums the input tokens of every batch.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    vectors: tuple[tuple[float, ...], ...] = ()
+    model: str | None = None
+    provider: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+    @property
+    def dimensions(self) -> int | None:
+        """Length of the vectors (``None`` when there are none)."""
+        return len(self.vectors[0]) if self.vectors else None
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def __getitem__(self, index: int) -> tuple[float, ...]:
+        return self.vectors[index]
+
+    def __iter__(self) -> Iterator[tuple[float, ...]]:  # type: ignore[override]
+        return iter(self.vectors)
+
+    @classmethod
+    def join(cls, parts: Sequence[Embeddings]) -> Embeddings:
+        """One result from the results of consecutive batches."""
+        usage = Usage()
+        for part in parts:
+            usage = usage + part.usage
+        return cls(
+            vectors=tuple(v for part in parts for v in part.vectors),
+            model=next((p.model for p in parts if p.model), None),
+            provider=next((p.provider for p in parts if p.provider), None),
+            usage=usage,
+        )
+
+
+async def openai_embeddings(
+    provider: OpenAIChatProvider,
+    texts: Sequence[str],
+    *,
+    model: str,
+    options: Mapping[str, Any],
+) -> Embeddings:
+    """One ``/embeddings`` request for ``texts`` (one batch). Typed errors as for chat:
+    HTTP statuses map to :mod:`lionagi.service.errors`, a reply we cannot read is a
+    ``ProtocolError``."""
+    body: dict[str, Any] = {"model": model, "input": list(texts), **options}
+    data = await provider.post_json("/embeddings", body)
+    if not isinstance(data, dict):
+        raise provider.protocol_error(f"embeddings answer is not a JSON object: {data!r:.200}")
+    rows = data.get("data")
+    if not isinstance(rows, list) or len(rows) != len(texts):
+        count = len(rows) if isinstance(rows, list) else "no"
+        raise provider.protocol_error(
+            f"asked for {len(texts)} embeddings, the answer has {count} (keys: {sorted(data)[:8]})"
+        )
+    vectors: list[tuple[float, ...] | None] = [None] * len(texts)
+    for position, row in enumerate(rows):
+        index = row.get("index", position) if isinstance(row, dict) else None
+        vector = row.get("embedding") if isinstance(row, dict) else None
+        if (
+            not isinstance(index, int)
+            or not 0 <= index < len(texts)
+            or vectors[index] is not None
+            or not isinstance(vector, list)
+            or not all(isinstance(x, int | float) and math.isfinite(x) for x in vector)
+        ):
+            raise provider.protocol_error(
+                f"malformed embedding at position {position} (expected an index and a list "
+                f"of numbers; a base64 encoding_format is not supported): {str(row)[:200]}"
+            )
+        vectors[index] = tuple(float(x) for x in vector)
+    usage = data.get("usage")
+    tokens = usage.get("prompt_tokens", 0) if isinstance(usage, dict) else 0
+    return Embeddings(
+        vectors=tuple(v for v in vectors if v is not None),
+        model=data.get("model") if isinstance(data.get("model"), str) else model,
+        provider=provider.name,
+        usage=Usage(input_tokens=tokens if isinstance(tokens, int) else 0),
+    )

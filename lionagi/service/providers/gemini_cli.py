@@ -1,0 +1,136 @@
+"""Agentic CLI provider: runs Google's Gemini CLI (``gemini --output-format stream-json``).
+
+The CLI runs its own tool loop and prints one JSON event per line: ``init`` (session and
+model), ``message`` (user and assistant text, assistant text in deltas), ``tool_use``,
+``tool_result``, ``error`` and a closing ``result`` with statistics. Process handling is
+:class:`~lionagi.service.providers._cli.CLIProvider`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+from lionagi.errors import ConfigurationError
+from lionagi.protocols.messages import System, Usage
+from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, opt_str, str_or
+from lionagi.service.types import (
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    ToolResultEvent,
+)
+
+__all__ = ["GeminiCLIProvider"]
+
+_APPROVAL_MODES = ("default", "auto_edit", "yolo", "plan")
+
+
+class GeminiCLIProvider(CLIProvider):
+    """Gemini CLI's headless mode as a model: one ``gemini`` run per request.
+
+    The prompt is the last :class:`Instruction`'s text (passed as ``--prompt=<text>``); on a
+    first turn the :class:`System` text goes before it. ``request.session_id`` resumes a
+    session (``--resume``). An ``api_key`` reaches the child as ``GEMINI_API_KEY``.
+
+    Settings: ``executable`` (default ``"gemini"``), ``cwd``, ``approval_mode``
+    (``"default"``, ``"auto_edit"``, ``"yolo"`` or ``"plan"``), ``extra_args`` and ``env``.
+    """
+
+    name = "gemini_code"
+    api_key_env = None
+    default_executable = "gemini"
+    child_key_env = "GEMINI_API_KEY"
+    setting_names = (*CLIProvider.common_settings, "approval_mode")
+
+    def __init__(self, *, model: str, **kwargs: Any) -> None:
+        super().__init__(model=model, **kwargs)
+        mode = opt_str("approval_mode", self.settings.get("approval_mode"))
+        if mode is not None and mode not in _APPROVAL_MODES:
+            raise ConfigurationError(
+                f"approval_mode must be one of {', '.join(_APPROVAL_MODES)} or None, got {mode!r}"
+            )
+        self.approval_mode = mode
+
+    def command(self, request: ModelRequest) -> list[str]:
+        """The argument list of one run."""
+        prompt = self.prompt(request)
+        if not request.session_id:
+            system = "\n\n".join(m.content for m in request.messages if isinstance(m, System))
+            if system:
+                prompt = f"{system}\n\n{prompt}"
+        argv = [*self._resolve(), "--output-format", "stream-json"]
+        if request.model and request.model != "default":
+            argv += ["--model", request.model]
+        if request.session_id:
+            argv += ["--resume", request.session_id]
+        if self.approval_mode is not None:
+            argv += ["--approval-mode", self.approval_mode]
+        argv += [*self.extra_args, f"--prompt={prompt}"]
+        return argv
+
+    def _translate(self, event: dict[str, Any], run: CLIRun) -> Iterator[StreamChunk]:
+        kind = event.get("type")
+        if kind == "init":
+            run.session_id = str_or(event.get("session_id") or event.get("sessionId"), None)
+            run.model = str_or(event.get("model"), run.model)
+        elif kind == "message" and event.get("role") == "assistant":
+            content = event.get("content")
+            if isinstance(content, str) and content:
+                run.texts.append(content)
+                yield TextDelta(text=content, complete=not event.get("delta"))
+        elif kind == "tool_use":
+            run.texts.clear()  # the reply is the text after the last tool
+            yield ToolCallDelta(
+                index=run.tool_index,
+                id=str_or(event.get("tool_id"), None),
+                name=str_or(event.get("tool_name"), None),
+                arguments=json.dumps(event.get("parameters") or {}, ensure_ascii=False),
+            )
+            run.tool_index += 1
+        elif kind == "tool_result":
+            failed = event.get("status") == "error"
+            error = event.get("error")
+            output = error.get("message") if failed and isinstance(error, dict) else None
+            yield ToolResultEvent(
+                call_id=str(event.get("tool_id", "")),
+                output=output if output is not None else event.get("output"),
+                is_error=failed,
+            )
+        elif kind == "result":
+            run.result = event
+            run.done = True
+
+    def _finish(self, run: CLIRun, returncode: int, stderr: IO[bytes]) -> ModelResponse:
+        result = run.result
+        if result is not None and result.get("status") not in (None, "success"):
+            error = result.get("error")
+            message = error.get("message") if isinstance(error, dict) else error
+            raise self._server(
+                f"run failed ({result.get('status')}): {message or 'no error message'}",
+                returncode,
+                stderr,
+                run.session_id,
+            )
+        if returncode != 0:
+            raise self._server(f"exited with code {returncode}", returncode, stderr, None)
+        if result is None:
+            raise self._protocol("the CLI exited without a result event" + self._tail(stderr))
+        stats = result.get("stats")
+        stats = stats if isinstance(stats, dict) else {}
+        return ModelResponse(
+            text="".join(run.texts),
+            usage=Usage(
+                input_tokens=int_or_zero(stats.get("input_tokens")),
+                output_tokens=int_or_zero(stats.get("output_tokens")),
+                cached_input_tokens=int_or_zero(stats.get("cached")),
+            ),
+            model=run.model or self.model,
+            provider=self.name,
+            finish_reason="success",
+            session_id=run.session_id,
+            raw=result,
+        )

@@ -1,0 +1,265 @@
+"""The OpenAI Responses API (``POST {base_url}/responses``) as a provider.
+
+Beside chat completions, the Responses API returns a list of typed *output items* (messages,
+function calls, reasoning). A reasoning model's reasoning items must go back to the API on the
+next turn for it to keep its chain of thought across tool calls; this provider keeps every
+reply's output items in ``ModelResponse.raw``, which the conversation records on the assistant
+message, and sends them back verbatim when it renders that message again.
+
+With ``store=False`` (the request is not kept on OpenAI's side) pass
+``include=["reasoning.encrypted_content"]`` so the reasoning items carry their content back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from typing import Any, ClassVar
+
+from lionagi.protocols._render import _complete_tool_calls
+from lionagi.protocols.messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    System,
+    ToolCall,
+    Usage,
+)
+from lionagi.service.errors import ProviderError, ServerError
+from lionagi.service.providers._http import as_int, preview
+from lionagi.service.providers.openai import OpenAIChatProvider
+from lionagi.service.types import (
+    FinalChunk,
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    UsageChunk,
+)
+
+__all__ = ["OpenAIResponsesProvider", "to_responses_input"]
+
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+class OpenAIResponsesProvider(OpenAIChatProvider):
+    """OpenAI's Responses API: text, function tools, structured output (``text.format``),
+    streaming (typed ``response.*`` events) and reasoning items kept across turns.
+
+    Same key (``OPENAI_API_KEY``), base URL and embeddings as the ``openai`` provider. Request
+    options go into the body as given (``reasoning={"effort": "low"}``, ``store=False``...);
+    ``max_tokens`` is sent as ``max_output_tokens``.
+    """
+
+    name: ClassVar[str] = "openai_responses"
+
+    def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body for ``request``."""
+        body: dict[str, Any] = {"model": request.model, "input": to_responses_input(request)}
+        if request.tools:
+            body["tools"] = [_as_responses_tool(tool) for tool in request.tools]
+        if request.response_format is not None:
+            schema = request.response_format
+            title = schema.get("title")
+            name = _SCHEMA_NAME.sub("_", title)[:64] if isinstance(title, str) else ""
+            body["text"] = {
+                "format": {"type": "json_schema", "name": name or "response", "schema": schema}
+            }
+        options = dict(request.options)
+        if "max_tokens" in options and "max_output_tokens" not in options:
+            options["max_output_tokens"] = options.pop("max_tokens")
+        body.update(options)
+        if stream:
+            body["stream"] = True
+        else:
+            body.pop("stream", None)
+        return body
+
+    # -- whole replies -----------------------------------------------------------------
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        data = await self.post_json("/responses", self.body(request, stream=False))
+        return self._reply(data)
+
+    def _reply(self, data: Any) -> ModelResponse:
+        if not isinstance(data, dict):
+            raise self.protocol_error(f"expected a JSON object, got {preview(data)}")
+        if data.get("error") and data.get("status") != "completed":
+            raise self._failed(data)
+        output = data.get("output")
+        if not isinstance(output, list):
+            raise self.protocol_error(f"answer has no output items: {preview(data)}")
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        for item in output:
+            if not isinstance(item, dict):
+                raise self.protocol_error(f"malformed output item: {preview(item)}")
+            kind = item.get("type")
+            if kind == "message":
+                text.extend(_message_text(item))
+            elif kind == "function_call":
+                call_id = item.get("call_id") or item.get("id")
+                arguments = item.get("arguments")
+                if not isinstance(call_id, str) or not isinstance(arguments, str):
+                    raise self.protocol_error(f"malformed function call: {preview(item)}")
+                calls.append(self._tool_call(call_id, str(item.get("name") or ""), arguments))
+            # reasoning and other item types travel in raw only
+        status = data.get("status")
+        incomplete = data.get("incomplete_details")
+        reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
+        return ModelResponse(
+            text="".join(text),
+            tool_calls=tuple(calls),
+            usage=self._usage(data.get("usage")),
+            model=data.get("model") or self.model,
+            provider=self.name,
+            finish_reason=reason or ("tool_calls" if calls else status),
+            raw=data,
+        )
+
+    def _failed(self, data: Mapping[str, Any]) -> ProviderError:
+        error = data.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        detail = self._scrub(str(message or "the response failed"))
+        where = f" ({code})" if code else ""
+        return ServerError(f"{detail}{where}", provider=self.name, model=self.model)
+
+    def _usage(self, raw: Any) -> Usage:
+        if not isinstance(raw, dict):
+            return Usage()
+        details = raw.get("input_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return Usage(
+            input_tokens=as_int(raw.get("input_tokens")),
+            output_tokens=as_int(raw.get("output_tokens")),
+            cached_input_tokens=as_int(cached),
+        )
+
+    # -- streams -----------------------------------------------------------------------
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Typed ``response.*`` events as chunks; the final one carries the whole response
+        (output items included, so reasoning survives a streamed turn too)."""
+        body = self.body(request, stream=True)
+        final: ModelResponse | None = None
+        async with aclosing(self.post_sse("/responses", body)) as events:
+            async for event in events:
+                data = self.event_json(event.data)
+                kind = data.get("type") or event.event
+                if kind == "response.output_text.delta":
+                    delta = data.get("delta")
+                    if isinstance(delta, str) and delta:
+                        yield TextDelta(text=delta)
+                elif kind == "response.output_item.added":
+                    item = data.get("item")
+                    if isinstance(item, dict) and item.get("type") == "function_call":
+                        yield ToolCallDelta(
+                            index=as_int(data.get("output_index")),
+                            id=item.get("call_id") or None,
+                            name=item.get("name") or None,
+                            arguments=str(item.get("arguments") or ""),
+                        )
+                elif kind == "response.function_call_arguments.delta":
+                    delta = data.get("delta")
+                    if isinstance(delta, str) and delta:
+                        yield ToolCallDelta(index=as_int(data.get("output_index")), arguments=delta)
+                elif kind in ("response.completed", "response.incomplete"):
+                    final = self._reply(data.get("response"))
+                    break
+                elif kind == "response.failed":
+                    response = data.get("response")
+                    raise self._failed(response if isinstance(response, dict) else data)
+                elif kind == "error":
+                    raise self._payload_error({"error": data})
+                # created, in_progress, content_part.*, *.done, reasoning summaries: nothing new
+        if final is None:
+            raise self.protocol_error("the stream ended before the response was complete")
+        yield UsageChunk(usage=final.usage)
+        yield FinalChunk(response=final)
+
+
+# -- rendering -----------------------------------------------------------------------------
+def to_responses_input(request: ModelRequest) -> list[dict[str, Any]]:
+    """``request.messages`` as Responses API input items.
+
+    An assistant message recorded from a Responses reply is sent back as that reply's output
+    items (reasoning included), and the tool calls it made are not repeated; other assistant
+    messages and tool calls are rendered as ``message`` and ``function_call`` items. A tool call
+    without a result gets an error result.
+    """
+    items: list[dict[str, Any]] = []
+    replayed: set[str] = set()  # call ids already sent inside replayed output items
+    for message in _complete_tool_calls(request.messages):
+        items.extend(_items(message, replayed))
+    return items
+
+
+def _items(message: Message, replayed: set[str]) -> list[dict[str, Any]]:
+    if isinstance(message, System):
+        return [{"role": "system", "content": message.content}]
+    if isinstance(message, Instruction):
+        text = message.render_text()
+        if not message.images:
+            return [{"role": "user", "content": text}]
+        content: list[dict[str, Any]] = [{"type": "input_text", "text": text}] if text else []
+        content.extend({"type": "input_image", "image_url": url} for url in message.images)
+        return [{"role": "user", "content": content}]
+    if isinstance(message, AssistantResponse):
+        output = _output_items(message.raw)
+        if output is not None:
+            replayed.update(
+                str(item["call_id"]) for item in output if item.get("type") == "function_call"
+            )
+            return output
+        return [{"role": "assistant", "content": message.content}] if message.content else []
+    if isinstance(message, ActionRequest):
+        if message.call_id in replayed:
+            return []
+        return [
+            {
+                "type": "function_call",
+                "call_id": message.call_id,
+                "name": message.function,
+                "arguments": json.dumps(message.arguments, ensure_ascii=False),
+            }
+        ]
+    if isinstance(message, ActionResponse):
+        result = message.output
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        return [{"type": "function_call_output", "call_id": message.call_id, "output": text}]
+    return []
+
+
+def _output_items(raw: Any) -> list[dict[str, Any]] | None:
+    """The output items of a recorded Responses reply, ready to send back (or ``None``)."""
+    if not isinstance(raw, dict) or raw.get("object") != "response":
+        return None
+    output = raw.get("output")
+    if not isinstance(output, list):
+        return None
+    return [dict(item) for item in output if isinstance(item, dict) and item.get("type")]
+
+
+def _message_text(item: Mapping[str, Any]) -> list[str]:
+    content = item.get("content")
+    if not isinstance(content, list):
+        return []
+    return [
+        str(part.get("text", ""))
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "output_text"
+    ]
+
+
+def _as_responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat-completions function schema flattened to the Responses tool shape."""
+    function = tool.get("function", tool)
+    entry: dict[str, Any] = {"type": "function", "name": function.get("name")}
+    if function.get("description"):
+        entry["description"] = function["description"]
+    entry["parameters"] = function.get("parameters") or {"type": "object", "properties": {}}
+    return entry
