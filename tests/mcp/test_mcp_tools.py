@@ -21,15 +21,11 @@ from lionagi.protocols.messages import ActionResponse, ToolCall
 from lionagi.session.branch import Branch
 from lionagi.testing import TestModel
 from tests.mcp.conftest import SERVER, MakeServer, Probe
+from tests.processes import assert_gone
 
 
 def call(name: str, **arguments: object) -> dict[str, object]:
     return {"function": name, "arguments": arguments}
-
-
-def assert_gone(pid: int) -> None:
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
 
 
 # -- listing and calling ---------------------------------------------------------------------

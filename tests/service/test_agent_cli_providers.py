@@ -4,7 +4,6 @@ the process discipline they share with claude_code (nothing is left running)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Instruction, System, Usage
 from lionagi.service.errors import ProtocolError, ProviderTimeout, ServerError
 from lionagi.service.imodel import iModel
+from lionagi.service.providers._cli import CLIProvider
 from lionagi.service.providers.codex import CodexProvider
 from lionagi.service.types import (
     FinalChunk,
@@ -26,7 +26,7 @@ from lionagi.service.types import (
     ToolCallDelta,
     ToolResultEvent,
 )
-from tests.processes import spawned_processes
+from tests.processes import assert_gone, assert_reaped, pids, spawned_processes
 
 FAKE = Path(__file__).with_name("fake_agent_cli.py")
 ASK = [Instruction(instruction="Say hello.")]
@@ -53,20 +53,6 @@ def fake_model(
     return iModel(
         cli, "fake-model", executable=[sys.executable, str(FAKE)], env=env, timeout=timeout, **kw
     )
-
-
-def pids(tmp_path: Path) -> list[int]:
-    return [int(p) for p in (tmp_path / "pids").read_text().split()]
-
-
-def assert_gone(pid: int) -> None:
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
-
-
-def assert_reaped(process: Process) -> None:
-    assert process.returncode is not None
-    assert_gone(process.pid)
 
 
 async def echo(model: iModel, messages: list[Any], **kw: Any) -> dict[str, Any]:
@@ -264,7 +250,7 @@ async def test_aclose_after_first_chunk_reaps_the_process(
 ) -> None:
     chunks = fake_model(cli, "hang", tmp_path).stream(ASK)
     assert isinstance(await chunks.__anext__(), TextDelta)
-    await chunks.aclose()  # type: ignore[attr-defined]
+    await chunks.aclose()
     assert_reaped(spawned[0])
     assert_gone(pids(tmp_path)[1])
 
@@ -273,9 +259,11 @@ async def test_process_ignoring_sigterm_is_killed(
     cli: str, tmp_path: Path, spawned: list[Process]
 ) -> None:
     model = fake_model(cli, "stubborn", tmp_path)
-    model.provider.terminate_grace = 0.1  # type: ignore[attr-defined]
-    chunks = model.provider.stream(model.request(ASK))
+    provider = model.provider
+    assert isinstance(provider, CLIProvider)
+    provider.terminate_grace = 0.1
+    chunks = provider.stream(model.request(ASK))
     assert isinstance(await chunks.__anext__(), TextDelta)
-    await chunks.aclose()  # type: ignore[attr-defined]
+    await chunks.aclose()
     assert spawned[0].returncode == -signal.SIGKILL
     assert_gone(pids(tmp_path)[0])

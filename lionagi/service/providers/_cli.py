@@ -28,7 +28,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from lionagi.errors import ConfigurationError
-from lionagi.protocols.messages import Instruction
+from lionagi.protocols.messages import Instruction, System
 from lionagi.service.errors import ProtocolError, ServerError
 from lionagi.service.providers.base import Provider
 from lionagi.service.types import (
@@ -191,6 +191,27 @@ class CLIProvider(Provider):
                 f"{self.name} needs an Instruction message: its text is the prompt of the run"
             )
         return prompt
+
+    def prompt_with_system(self, request: ModelRequest) -> str:
+        """:meth:`prompt`, with the :class:`System` text before it on a first turn (for CLIs
+        that have no system-prompt flag; a resumed session has its system text already)."""
+        prompt = self.prompt(request)
+        if request.session_id:
+            return prompt
+        system = "\n\n".join(m.content for m in request.messages if isinstance(m, System))
+        return f"{system}\n\n{prompt}" if system else prompt
+
+    def _ended(
+        self, run: CLIRun, returncode: int, stderr: IO[bytes], last_event: str
+    ) -> dict[str, Any]:
+        """The run's closing event, once a failed run has been ruled out: a non-zero exit is
+        a ``ServerError``, a missing closing event a ``ProtocolError``."""
+        if returncode != 0:
+            raise self._server(f"exited with code {returncode}", returncode, stderr, None)
+        if run.result is None:
+            tail = self._tail(stderr)
+            raise self._protocol(f"the CLI exited without a {last_event} event{tail}")
+        return run.result
 
     async def _spawn(self, argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> Process:
         # Shielded so a cancellation cannot land between the spawn and our holding the handle.

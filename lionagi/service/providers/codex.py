@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from lionagi.errors import ConfigurationError
-from lionagi.protocols.messages import System, Usage
+from lionagi.protocols.messages import Usage
 from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, opt_str, str_or
 from lionagi.service.types import (
     ModelRequest,
@@ -70,11 +70,7 @@ class CodexProvider(CLIProvider):
 
     def command(self, request: ModelRequest) -> list[str]:
         """The argument list of one run (the prompt is last, after ``--``)."""
-        prompt = self.prompt(request)
-        if not request.session_id:
-            system = "\n\n".join(m.content for m in request.messages if isinstance(m, System))
-            if system:
-                prompt = f"{system}\n\n{prompt}"
+        prompt = self.prompt_with_system(request)
         argv = [*self._resolve(), "exec", "--json"]
         if request.model and request.model != "default":
             argv += ["--model", request.model]
@@ -134,12 +130,7 @@ class CodexProvider(CLIProvider):
             raise self._server(
                 f"run failed: {message or 'no error message'}", returncode, stderr, run.session_id
             )
-        if returncode != 0:
-            raise self._server(f"exited with code {returncode}", returncode, stderr, None)
-        if result is None:
-            raise self._protocol(
-                "the CLI exited without a turn.completed event" + self._tail(stderr)
-            )
+        result = self._ended(run, returncode, stderr, "turn.completed")
         usage = result.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         return ModelResponse(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from lionagi.errors import ConfigurationError
-from lionagi.protocols.messages import System, Usage
+from lionagi.protocols.messages import Usage
 from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, opt_str, str_or
 from lionagi.service.types import (
     ModelRequest,
@@ -57,11 +57,7 @@ class GeminiCLIProvider(CLIProvider):
 
     def command(self, request: ModelRequest) -> list[str]:
         """The argument list of one run."""
-        prompt = self.prompt(request)
-        if not request.session_id:
-            system = "\n\n".join(m.content for m in request.messages if isinstance(m, System))
-            if system:
-                prompt = f"{system}\n\n{prompt}"
+        prompt = self.prompt_with_system(request)
         argv = [*self._resolve(), "--output-format", "stream-json"]
         if request.model and request.model != "default":
             argv += ["--model", request.model]
@@ -115,10 +111,7 @@ class GeminiCLIProvider(CLIProvider):
                 stderr,
                 run.session_id,
             )
-        if returncode != 0:
-            raise self._server(f"exited with code {returncode}", returncode, stderr, None)
-        if result is None:
-            raise self._protocol("the CLI exited without a result event" + self._tail(stderr))
+        result = self._ended(run, returncode, stderr, "result")
         stats = result.get("stats")
         stats = stats if isinstance(stats, dict) else {}
         return ModelResponse(
