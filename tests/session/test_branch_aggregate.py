@@ -189,7 +189,11 @@ def test_bad_models_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError):
         branch.chat_model = ["openai/gpt-4o"]  # type: ignore[assignment]
     with pytest.raises(ConfigurationError):
-        Branch(chat_model="gpt-4o-without-provider")
+        Branch(chat_model="")
+    # a bare model name is an openai model
+    model = Branch(chat_model="gpt-4o").chat_model
+    assert model is not None
+    assert model.provider_name == "openai"
 
 
 # -- tools -------------------------------------------------------------------------------
