@@ -358,6 +358,15 @@ def opt_str(name: str, value: Any) -> str | None:
     return value
 
 
+def one_of(name: str, value: Any, allowed: Sequence[str]) -> str | None:
+    """Check that setting ``name`` is one of ``allowed`` or ``None``."""
+    if value is not None and value not in allowed:
+        raise ConfigurationError(
+            f"{name} must be one of {', '.join(allowed)} or None, got {value!r}"
+        )
+    return opt_str(name, value)
+
+
 def str_seq(name: str, value: Any) -> tuple[str, ...]:
     """Check that setting ``name`` is a list of strings."""
     if isinstance(value, str) or not isinstance(value, Sequence):

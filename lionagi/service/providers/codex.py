@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Usage
-from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, opt_str, str_or
+from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, one_of, str_or
 from lionagi.service.types import (
     ModelRequest,
     ModelResponse,
@@ -57,12 +57,7 @@ class CodexProvider(CLIProvider):
 
     def __init__(self, *, model: str, **kwargs: Any) -> None:
         super().__init__(model=model, **kwargs)
-        sandbox = opt_str("sandbox", self.settings.get("sandbox"))
-        if sandbox is not None and sandbox not in _SANDBOXES:
-            raise ConfigurationError(
-                f"sandbox must be one of {', '.join(_SANDBOXES)} or None, got {sandbox!r}"
-            )
-        self.sandbox = sandbox
+        self.sandbox = one_of("sandbox", self.settings.get("sandbox"), _SANDBOXES)
         skip = self.settings.get("skip_git_repo_check", False)
         if not isinstance(skip, bool):
             raise ConfigurationError(f"skip_git_repo_check must be a bool, got {skip!r}")

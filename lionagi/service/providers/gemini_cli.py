@@ -12,9 +12,8 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Usage
-from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, opt_str, str_or
+from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, one_of, str_or
 from lionagi.service.types import (
     ModelRequest,
     ModelResponse,
@@ -48,12 +47,9 @@ class GeminiCLIProvider(CLIProvider):
 
     def __init__(self, *, model: str, **kwargs: Any) -> None:
         super().__init__(model=model, **kwargs)
-        mode = opt_str("approval_mode", self.settings.get("approval_mode"))
-        if mode is not None and mode not in _APPROVAL_MODES:
-            raise ConfigurationError(
-                f"approval_mode must be one of {', '.join(_APPROVAL_MODES)} or None, got {mode!r}"
-            )
-        self.approval_mode = mode
+        self.approval_mode = one_of(
+            "approval_mode", self.settings.get("approval_mode"), _APPROVAL_MODES
+        )
 
     def command(self, request: ModelRequest) -> list[str]:
         """The argument list of one run."""
