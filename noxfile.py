@@ -30,6 +30,23 @@ def tests_trio(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def properties(session: nox.Session) -> None:
+    """The turn-protocol property runner at full size: 20,000 examples per backend."""
+    _install(session)
+    env = {"LIONAGI_PROPERTY_EXAMPLES": session.posargs[0] if session.posargs else "20000"}
+    session.run(
+        "pytest",
+        "tests_trio/test_turn_properties.py",
+        "tests/session/test_turn_properties.py",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "timeout=0",
+        env=env,
+    )
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
@@ -75,7 +92,7 @@ def bench_peers(session: nox.Session) -> None:
     session.install(
         "lionagi",
         "pydantic-ai-slim",
-        "anyio>=4.11",
+        "anyio>=4.14",
         "pydantic>=2.7",
         "httpx>=0.27",
         "json-repair>=0.30",

@@ -2,13 +2,12 @@
 
 The model answers with text and a tool call; the tool runs and the model is streamed again
 with its result -- all inside one turn. A second run is closed early by its consumer
-(``aclosing`` + ``break``): that ends the turn cleanly (``RunEnd``), closes the model's stream
+(``async with`` + ``break``): that ends the turn cleanly (``RunEnd``), closes the model's stream
 at once and frees the Branch for the next turn.
 """
 
 from __future__ import annotations
 
-from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -72,9 +71,9 @@ async def main(model: iModel | None = None) -> dict[str, Any]:
         print(describe(message))
         streamed.append(message.kind)
 
-    # Stop reading early: aclosing() closes the stream on break or error. The turn ends here
+    # Stop reading early: leaving the block closes the stream on break or error. The turn ends here
     # (before the model was even called) and the Branch is free for the next caller.
-    async with aclosing(branch.run("Tell me a long story.")) as stream:
+    async with branch.run("Tell me a long story.") as stream:
         async for message in stream:
             print(f"first and only: {describe(message)}")
             break

@@ -23,6 +23,7 @@ from lionagi.errors import (
     ToolError,
     ToolNotFoundError,
     ToolTimeoutError,
+    TurnFinalizingError,
     UnauthorizedActionError,
     UnknownParameterError,
     UsageLimitExceeded,
@@ -31,7 +32,7 @@ from lionagi.ln import alcall, bcall
 from lionagi.operations.builder import Builder, ExpansionStrategy, OperationGraphBuilder
 from lionagi.operations.graph import OperationGraph, OperationNode, ResultCondition
 from lionagi.operations.params import ModelOptions
-from lionagi.operations.turn import TurnFinalizingError
+from lionagi.operations.turn import DriverState, TurnStream
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
 from lionagi.protocols.context_providers import (
     ContextProvider,
@@ -101,6 +102,7 @@ __all__ = [
     "ConfigurationError",
     "ContextProvider",
     "ContextProviderRegistry",
+    "DriverState",
     "DuplicateProviderError",
     "DuplicateToolError",
     "ExpansionStrategy",
@@ -161,6 +163,7 @@ __all__ = [
     "TurnExecutionContext",
     "TurnFinalizingError",
     "TurnScope",
+    "TurnStream",
     "UnauthorizedActionError",
     "UnknownParameterError",
     "UnknownProviderError",

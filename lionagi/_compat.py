@@ -1,9 +1,9 @@
 """The one place that knows which event loop is running.
 
 anyio covers everything lionagi needs except one thing: starting a task from synchronous code
-with no task group at hand (an out-of-turn message signal). That needs the native API of the
-running backend. Failures of such tasks are logged, never raised into the loop: on trio a
-system task that raises would end the whole run.
+with no task group at hand (an out-of-turn message signal, or finalizing a stream turn whose
+stream object was dropped). That needs the native API of the backend. Failures of such tasks
+are logged, never raised into the loop: on trio a system task that raises would end the run.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from anyio import NoEventLoopError, get_cancelled_exc_class
-from anyio.lowlevel import current_token
+from anyio.lowlevel import EventLoopToken, current_token
 
-__all__ = ["spawn_detached"]
+__all__ = ["spawn_detached", "spawn_threadsafe"]
 
 logger = logging.getLogger("lionagi")
 
@@ -44,11 +44,42 @@ def spawn_detached(fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
     import asyncio
 
     if isinstance(native, asyncio.AbstractEventLoop):
-        task = native.create_task(_guarded(fn, args))
-        _asyncio_tasks.add(task)
-        task.add_done_callback(_asyncio_tasks.discard)
+        _start_asyncio_task(native, fn, args)
         return True
+    _start_trio_system_task(fn, args)
+    return True
+
+
+def spawn_threadsafe(token: EventLoopToken, fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
+    """Schedule ``fn(*args)`` as a best-effort background task of the loop behind ``token``.
+
+    Safe from any thread and from a finalizer (``__del__``): it only queues a callback with the
+    loop's own thread-safe scheduling. Returns False when that loop has already ended.
+    """
+    import asyncio
+
+    native: Any = token.native_token
+    try:
+        if isinstance(native, asyncio.AbstractEventLoop):
+            if native.is_closed():
+                return False
+            native.call_soon_threadsafe(_start_asyncio_task, native, fn, args)
+        else:
+            native.run_sync_soon(_start_trio_system_task, fn, args)
+    except RuntimeError:  # asyncio: the loop is closed; trio: RunFinishedError
+        return False
+    return True
+
+
+def _start_asyncio_task(
+    loop: Any, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
+) -> None:
+    task = loop.create_task(_guarded(fn, args))
+    _asyncio_tasks.add(task)
+    task.add_done_callback(_asyncio_tasks.discard)
+
+
+def _start_trio_system_task(fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> None:
     import trio
 
     trio.lowlevel.spawn_system_task(_guarded, fn, args, name=getattr(fn, "__name__", None))
-    return True

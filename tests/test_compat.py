@@ -39,3 +39,38 @@ def test_spawn_detached_without_an_event_loop_does_nothing() -> None:
         raise AssertionError
 
     assert spawn_detached(never) is False
+
+
+async def test_spawn_threadsafe_runs_the_function_from_another_thread() -> None:
+    from anyio.lowlevel import current_token
+
+    from lionagi._compat import spawn_threadsafe
+
+    done = anyio.Event()
+    got: list[str] = []
+
+    async def work(value: str) -> None:
+        got.append(value)
+        done.set()
+
+    token = current_token()
+    assert await anyio.to_thread.run_sync(lambda: spawn_threadsafe(token, work, "x")) is True
+    await done.wait()
+    assert got == ["x"]
+
+
+def test_spawn_threadsafe_after_the_loop_ended_reports_false() -> None:
+    from anyio.lowlevel import EventLoopToken, current_token
+
+    from lionagi._compat import spawn_threadsafe
+
+    async def never() -> None:  # pragma: no cover
+        raise AssertionError
+
+    for backend in ("asyncio", "trio"):
+
+        async def grab() -> EventLoopToken:
+            return current_token()
+
+        token = anyio.run(grab, backend=backend)
+        assert spawn_threadsafe(token, never) is False

@@ -231,9 +231,9 @@ async def test_stream_closed_by_another_task_ends_with_run_end_and_frees_the_bra
     assert_idle(branch)
 
 
-async def test_abandoned_stream_is_finalized_by_trios_async_generator_hook() -> None:
-    """Dropping a started stream without aclose(): trio's asyncgen finalizer (with a
-    ResourceWarning) closes it in a system task, which ends the turn with RunEnd."""
+async def test_abandoned_stream_is_finalized_on_its_loop_and_the_waiter_runs_after() -> None:
+    """Dropping a started stream without aclose(): the stream notices it was dropped and its
+    turn is finalized in a system task of the run (RunEnd, body closed), then the waiter runs."""
     branch, rec, _ = observed_branch()
     closed: list[str] = []
     order: list[str] = []
@@ -247,8 +247,7 @@ async def test_abandoned_stream_is_finalized_by_trios_async_generator_hook() -> 
         nursery.start_soon(waiter)
         await wait_all_tasks_blocked()
         assert _waiting(branch) == 1
-        with pytest.warns(ResourceWarning, match="garbage collected before it had been exhausted"):
-            _drop_and_collect(holder)
+        _drop_and_collect(holder)
         await wait_all_tasks_blocked()
 
     assert closed == ["closed"]

@@ -1,14 +1,16 @@
 """Property tests of the turn protocol (ADR-0018) on random interleavings.
 
 Hypothesis draws a scenario: callers running coroutine or stream turns on one to three branches,
-out-of-band controls (right, wrong, stale or no turn id), observers that are slow or fail, bodies
-that raise, nest calls or start child work, and cancellations of random callers after a random
-number of checkpoints. :class:`ScenarioRun` plays it in one event loop (anyio only, so
-``tests/session/test_turn_properties.py`` replays the same runner on asyncio too) and then checks
-the invariants: per branch, turns never overlap and each RunStart has exactly one terminal that
-matches the caller's outcome; each message signal falls inside its own turn; the history is whole
-messages in contiguous per-turn blocks; and afterwards the lock is free with no turn and no
-binding left behind.
+out-of-band controls (right, wrong, stale or no turn id), observers that are slow, fail or call
+their Branch again, bodies that raise, nest calls or start child work, streams that end in every way
+a consumer can end them (exhausted, closed, closed from another task while an item is being
+produced, left through ``async with``, abandoned and then followed by another call), and
+cancellations of random callers after a random number of checkpoints. :class:`ScenarioRun` plays it
+in one event loop (anyio only, so ``tests/session/test_turn_properties.py`` replays the same runner
+on asyncio too) and then checks the invariants: per branch, turns never overlap and each RunStart
+has exactly one terminal that matches the caller's outcome; each message signal falls inside its own
+turn; the history is whole messages in contiguous per-turn blocks; and afterwards the lock is free
+with no turn and no binding left behind.
 
 On trio, Hypothesis seeds the scheduler, so a scenario replays identically; a MockClock with
 autojump turns a deadlock into a prompt failure instead of a hang.
@@ -17,6 +19,7 @@ autojump turns a deadlock into a prompt failure instead of a hang.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,6 +34,7 @@ from trio.testing import MockClock
 
 from lionagi.operations.turn import (
     TurnFinalizingError,
+    TurnStream,
     _active_turn_var,
     run_in_turn,
     stream_in_turn,
@@ -43,9 +47,16 @@ from lionagi.session.session import Session
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Signal
 from tests.helpers import Recorder, echo_model
 
+# LIONAGI_PROPERTY_EXAMPLES raises the example count for a full-size run (nox -s properties)
+EXAMPLES = int(os.environ.get("LIONAGI_PROPERTY_EXAMPLES", "300"))
+
 # -- scenarios -------------------------------------------------------------------------------
 ChildKind = Literal["finishes", "hangs"]
 Target = Literal["right", "wrong", "none", "stale"]
+# how a stream consumer ends its stream: aclose() itself, aclose() from another task after the
+# loop, aclose() from another task while the loop runs, leaving an ``async with`` block, or
+# dropping the stream without closing it and calling the Branch again
+Ending = Literal["aclose", "elsewhere", "close_during", "async_with", "abandon"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,7 @@ class CallerSpec:
     nest_other: bool  # the body runs a turn on the next branch (if there is one)
     child: ChildKind | None  # nested work the body starts with scope.start_soon
     break_after: int | None  # a stream consumer stops after this many items
-    close_elsewhere: bool  # a stream consumer's aclose() runs in another task
+    ending: Ending
     consumer_checkpoints: int
 
 
@@ -86,6 +97,8 @@ class ObserverSpec:
     terminal_checkpoints: int
     terminal_fails: bool
     terminal_reenters: bool  # a terminal handler calls its Branch again (TurnFinalizingError)
+    message_reenters: bool  # a MessageAdded handler calls its Branch (nested, or finalizing)
+    start_reenters: bool  # a RunStart handler calls its Branch (nested)
 
 
 @dataclass(frozen=True)
@@ -113,7 +126,7 @@ def _caller_specs(branches: int) -> st.SearchStrategy[CallerSpec]:
         nest_other=st.booleans(),
         child=st.none() | st.sampled_from(["finishes", "hangs"]),
         break_after=st.none() | st.integers(1, 3),
-        close_elsewhere=st.booleans(),
+        ending=st.sampled_from(["aclose", "elsewhere", "close_during", "async_with", "abandon"]),
         consumer_checkpoints=st.integers(0, 2),
     )
 
@@ -137,6 +150,8 @@ _observer_specs = st.builds(
     terminal_checkpoints=st.integers(0, 3),
     terminal_fails=st.booleans(),
     terminal_reenters=st.booleans(),
+    message_reenters=st.booleans(),
+    start_reenters=st.booleans(),
 )
 
 
@@ -205,6 +220,8 @@ class ScenarioRun:
         self.inside = [0] * self.scenario.branches
         observer = self.scenario.observer
         self.session.observe(MessageAdded, self._on_message)
+        if observer.start_reenters:
+            self.session.observe(RunStart, self._on_start)
         if observer.start_fails:
             self.session.observe(RunStart, self._fail_handler)
         self.session.observe(RunEnd, self._on_terminal)
@@ -225,8 +242,26 @@ class ScenarioRun:
             self._control(
                 self._branch(signal.branch_id), spec.message_control, signal.turn_id, "observer"
             )
+        if spec.message_reenters and signal.turn_id is not None:
+            await self._reenter(self._branch(signal.branch_id), signal.turn_id, "message")
         if spec.message_fails:
             raise HandlerError("message handler failed")
+
+    async def _on_start(self, signal: RunStart, _: Any) -> None:
+        assert signal.turn_id is not None
+        await self._reenter(self._branch(signal.branch_id), signal.turn_id, "start")
+
+    async def _reenter(self, branch: Branch, turn_id: UUID, source: str) -> None:
+        """A handler's call on its Branch during the turn: nested in that turn, or refused with
+        TurnFinalizingError once the turn finalizes; never a turn of its own, never a hang."""
+
+        async def body(scope: TurnScope) -> None:
+            if scope.owns_lifecycle or scope.turn_id != turn_id:
+                self.violation(f"a {source} handler's call did not join turn {turn_id}")
+            await checkpoint()
+
+        with contextlib.suppress(TurnFinalizingError, LoopBreak, StopStream):
+            await run_in_turn(branch, model=None, invoke=body, operation=f"{source}-handler")
 
     def _fail_handler(self, signal: Signal, _: Any) -> None:
         raise HandlerError(f"{signal.kind} handler failed")
@@ -332,12 +367,32 @@ class ScenarioRun:
             nest_other=False,
             child=None,
             break_after=None,
-            close_elsewhere=False,
+            ending="aclose",
             consumer_checkpoints=0,
         )
         # the inner turn's own outcome is checked under its own label
         with contextlib.suppress(BodyError, LoopBreak, StopStream):
             await self._call(f"{label}>b{b + 1}", inner)
+
+    async def _call_after_abandoning(self, label: str, b: int) -> None:
+        """The consumer of an abandoned stream calls its Branch again: a turn of its own."""
+        follow = CallerSpec(
+            branch=b,
+            stream=False,
+            items=1,
+            body_checkpoints=0,
+            fail_at=None,
+            delay=0,
+            cancel_after=None,
+            nest_same=False,
+            nest_other=False,
+            child=None,
+            break_after=None,
+            ending="aclose",
+            consumer_checkpoints=0,
+        )
+        with contextlib.suppress(BodyError, LoopBreak, StopStream):
+            await self._call(f"{label}+", follow)
 
     def _coroutine_body(
         self, label: str, spec: CallerSpec
@@ -415,23 +470,44 @@ class ScenarioRun:
 
     async def _consume(self, label: str, spec: CallerSpec) -> None:
         branch = self.branches[spec.branch]
-        stream = stream_in_turn(
+        stream: TurnStream[int] | None = stream_in_turn(
             branch, model=None, invoke=self._stream_body(label, spec), operation=label
         )
+        assert stream is not None
         items: list[int] = []
+
+        async def loop(source: TurnStream[int]) -> None:
+            async for item in source:
+                items.append(item)
+                await _checkpoints(spec.consumer_checkpoints)
+                if spec.break_after is not None and len(items) >= spec.break_after:
+                    break
+
         try:
             try:
-                async for item in stream:
-                    items.append(item)
-                    await _checkpoints(spec.consumer_checkpoints)
-                    if spec.break_after is not None and len(items) >= spec.break_after:
-                        break
+                if spec.ending == "async_with":
+                    async with stream as entered:
+                        await loop(entered)
+                elif spec.ending == "close_during":
+                    failure: Exception | None = None
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(self._close_later, stream, spec.consumer_checkpoints)
+                        try:
+                            await loop(stream)
+                        except Exception as exc:  # raised as itself, not in a group
+                            failure = exc
+                    if failure is not None:
+                        raise failure
+                else:
+                    await loop(stream)
             except BaseException:
                 await stream.aclose()
                 raise
-            if spec.close_elsewhere:
+            if spec.ending == "elsewhere":
                 async with anyio.create_task_group() as group:
                     group.start_soon(stream.aclose)
+            elif spec.ending == "abandon":
+                stream = None  # dropped unclosed: its turn is finalized on this event loop
             else:
                 await stream.aclose()
         except BaseException as exc:
@@ -441,6 +517,12 @@ class ScenarioRun:
             if items != list(range(len(items))):
                 self.violation(f"{label}: the stream yielded {items}")
         self.outcomes[label] = Outcome(stream=True, error=None)
+        if spec.ending == "abandon":
+            await self._call_after_abandoning(label, spec.branch)
+
+    async def _close_later(self, stream: TurnStream[int], after: int) -> None:
+        await _checkpoints(after + 1)
+        await stream.aclose()
 
     async def _caller(self, index: int, spec: CallerSpec) -> None:
         await _checkpoints(spec.delay)
@@ -612,7 +694,7 @@ def play_on_trio(scenario: Scenario) -> ScenarioRun:
 
 
 # -- the property ----------------------------------------------------------------------------
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_turn_protocol_invariants_hold_for_random_interleavings(scenario: Scenario) -> None:
     play_on_trio(scenario).assert_invariants()

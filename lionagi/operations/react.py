@@ -8,14 +8,14 @@ up to ``max_extensions``. Loop control is polled between rounds. The final answe
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from lionagi.operations._prepare import build_instruction
 from lionagi.operations.operate import offered_tools
-from lionagi.operations.turn import control_point, run_in_turn, stream_in_turn
+from lionagi.operations.turn import TurnStream, control_point, run_in_turn, stream_in_turn
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ReActParams
@@ -128,7 +128,7 @@ async def ReAct(branch: Branch, params: ReActParams) -> Any:
     return await run_in_turn(branch, model=params.chat_model, invoke=body, operation="ReAct")
 
 
-def ReActStream(branch: Branch, params: ReActParams) -> AsyncGenerator[Any, None]:
+def ReActStream(branch: Branch, params: ReActParams) -> TurnStream[Any]:
     """:func:`ReAct` as a stream: yields each round's :class:`ReActAnalysis`, then the final
     answer, as one stream turn (it starts at the first ``__anext__``).
 

@@ -29,7 +29,7 @@ from lionagi.operations._prepare import (
     request_messages,
 )
 from lionagi.operations.act import act_batch
-from lionagi.operations.turn import control_point, stream_in_turn
+from lionagi.operations.turn import TurnStream, control_point, stream_in_turn
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -60,7 +60,7 @@ __all__ = ["run"]
 logger = logging.getLogger("lionagi.run")
 
 
-def run(branch: Branch, params: RunParams) -> AsyncIterator[Message]:
+def run(branch: Branch, params: RunParams) -> TurnStream[Message]:
     """Stream one turn of ``branch`` as the messages it commits, each recorded before yielded.
 
     First the :class:`Instruction`, then assistant text segments, tool calls and tool results
@@ -70,8 +70,9 @@ def run(branch: Branch, params: RunParams) -> AsyncIterator[Message]:
     only. ``session_id`` resumes a CLI session; by default the Branch's last session with the
     same provider is resumed. Model options go to every model call.
 
-    Nothing happens until iteration starts. Close the iterator (``aclose()``) when stopping
-    early: that ends the turn and closes the provider stream at once. Reply text still
+    Returns a :class:`~lionagi.operations.turn.TurnStream`: read it in ``async with run(...)
+    as stream:``. Nothing happens until iteration starts; leaving the block (or ``aclose()``)
+    ends the turn and closes the provider stream at once. Reply text still
     streaming when the turn stops is not recorded: the history holds whole messages only.
     """
     message = build_instruction(

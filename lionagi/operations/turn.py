@@ -1,39 +1,50 @@
 """The one owner of a turn's lifecycle (ADR-0018 D2-D5), on anyio.
 
 Every model-invoking operation of a :class:`~lionagi.session.branch.Branch` enters here, through
-:func:`run_in_turn` (a coroutine) or :func:`stream_in_turn` (an async iterator). A top-level entry
+:func:`run_in_turn` (a coroutine) or :func:`stream_in_turn` (a :class:`TurnStream`). A top-level
+entry
 
 1. waits for the Branch's turn lock (FIFO; cancelling the wait leaves no trace),
 2. creates the :class:`TurnExecutionContext`, points the Branch at it and binds it task-locally,
 3. runs the body inside an anyio task group that owns the turn's nested work and its
-   message-signal tasks, emitting ``RunStart`` first,
+   message-signal deliveries, emitting ``RunStart`` first,
 4. finalizes inside a shielded cancel scope: phase "finalizing", cancel and await unfinished
    nested work, drain message signals, emit exactly one ``RunEnd``/``RunFailed``, publish the
    context report, phase "closed", clear the pointer, reset the binding, release the lock.
 
-A call made while the same Branch's turn is live in the calling task's context (or from the task
-iterating that Branch's stream) is *nested*: it shares the context and owns nothing.
+A call made while the same Branch's turn is live in the calling task's context is *nested*: it
+shares the context and owns nothing. So is a call made between two items of a stream turn by the
+task that iterates the stream (its *consumer*): it is registered as nested work, the next item
+waits for it, and closing the stream cancels and awaits it.
 
 A stream turn runs its body one step per item. Each step has its own task group, so no task group
-or cancel scope is open across a ``yield`` (PEP 789): the iterator hands an item out only after
-the step's nested work was joined and its message signals were delivered.
+or cancel scope is open across the hand-over of an item (PEP 789): :class:`TurnStream` is a plain
+object, not an async generator, and it hands an item out only after the step's nested work was
+joined and its message signals were delivered. A stream dropped while its turn is open is
+*abandoned*: nothing can join it any more, and it is finalized (``RunEnd``, lock released) on the
+event loop it ran on.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from uuid import UUID, uuid4
 
 import anyio
+from anyio.abc import TaskGroup
+from anyio.lowlevel import EventLoopToken, current_token
 
-from lionagi._compat import spawn_detached
+from lionagi._compat import spawn_detached, spawn_threadsafe
 from lionagi.errors import ConfigurationError, TurnFinalizingError
-from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
+from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope, _Outcome
 from lionagi.session.control import StopStream, check_control
 from lionagi.session.signal import (
     MessageAdded,
@@ -45,13 +56,17 @@ from lionagi.session.signal import (
 )
 
 if TYPE_CHECKING:
+    from lionagi.operations.types import NestedWork
     from lionagi.protocols.messages import Message
     from lionagi.service.imodel import iModel
     from lionagi.session.branch import Branch
     from lionagi.session.observer import Observer
 
 __all__ = [
+    "DriverState",
+    "StepOutcome",
     "TurnFinalizingError",
+    "TurnStream",
     "control_point",
     "current_scope",
     "run_in_turn",
@@ -65,237 +80,396 @@ T = TypeVar("T")
 ModelRole = Literal["chat", "parse"]
 
 
+class DriverState(enum.Enum):
+    """Where a turn's driver is. A coroutine turn goes NOT_STARTED, IN_STEP, FINALIZING, CLOSED;
+    a stream turn alternates IN_STEP and BETWEEN_STEPS until it finalizes."""
+
+    NOT_STARTED = "not started"
+    IN_STEP = "in step"
+    BETWEEN_STEPS = "between steps"
+    FINALIZING = "finalizing"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome(Generic[T]):
+    """How one step of a turn ended: the body's value, or the exception it raised (including a
+    cancellation delivered at the step's task-group exit)."""
+
+    value: T | None = None
+    error: BaseException | None = None
+
+    @property
+    def ended_cleanly(self) -> bool:
+        """Whether the turn this ends is a ``RunEnd`` (no error, or a clean stop)."""
+        return self.error is None or isinstance(
+            self.error, StopAsyncIteration | StopStream | GeneratorExit
+        )
+
+
+def _unwrap(outcome: StepOutcome[T]) -> T:
+    """The outcome's value, or raise its error. No frame left in the error's traceback keeps a
+    reference to the outcome or the error, so a failed turn leaves no reference cycle."""
+    value, error = outcome.value, outcome.error
+    del outcome
+    if error is not None:
+        try:
+            raise error
+        finally:
+            del error
+    return value  # type: ignore[return-value]  # set whenever error is None
+
+
+@dataclass(slots=True, eq=False)
+class StepGroup:
+    """The task group of one step (or of one call that joined a stream turn between items):
+    nested work and message deliveries started there are its children."""
+
+    group: TaskGroup
+    task_id: int  # the task that opened it; alive (so the id is unique) while the group is open
+    started: set[TaskHandle] = field(default_factory=set)
+    open: bool = True
+
+
+@dataclass(slots=True, eq=False)
+class StreamConsumer:
+    """The task iterating a stream turn, held as a weak reference to the task's coroutine: an
+    identity that can never be reused by another task (a task id can, once its task is freed).
+    Tasks the consumer starts are other tasks: they queue for the Branch like anyone else."""
+
+    task: weakref.ref[Any] | None = None
+    joinable: bool = False  # True only between items of a live, not abandoned, stream
+    closed: bool = False
+
+    def bind(self) -> None:
+        """Make the calling task the consumer (the task that asked for the latest item)."""
+        coro = anyio.get_current_task().coro
+        if self.task is None or self.task() is not coro:
+            self.task = weakref.ref(coro)
+
+    def is_current(self) -> bool:
+        return self.task is not None and self.task() is anyio.get_current_task().coro
+
+
 @dataclass(frozen=True, slots=True)
 class _ActiveTurnBinding:
     branch_id: UUID
     scope: TurnScope
+    step: StepGroup | None = None
 
 
 _active_turn_var: ContextVar[_ActiveTurnBinding | None] = ContextVar(
     "lionagi_active_turn", default=None
 )
+# set while a task delivers one of a turn's message signals: its handlers must not wait for the
+# turn's pending deliveries, which include the one running them
+_delivering_var: ContextVar[bool] = ContextVar("lionagi_delivering_signal", default=False)
+# the turn whose nested task (started with TurnScope.start_soon) this task is, or descends from
+_member_var: ContextVar[TurnExecutionContext | None] = ContextVar(
+    "lionagi_nested_member", default=None
+)
+
+
+class _Entry(enum.Enum):
+    TOP_LEVEL = "top level"
+    NESTED = "nested"  # the task-local binding names the live turn
+    JOIN_STREAM = "join stream"  # the stream's consumer task, between items
 
 
 # -- entry classification (ADR D2 state machine) -------------------------------------------
-def _nested_scope(branch: Branch) -> TurnScope | None:
-    """The nested scope to use for a call on ``branch``, None for a top-level entry.
+def _classify(branch: Branch) -> tuple[_Entry, TurnScope | None]:
+    """How a call on ``branch`` enters, and the nested scope it would share.
 
     Raises TurnFinalizingError for a same-binding call while the turn is finalizing.
     """
     context = branch._active_turn_context
     if context is None:
-        return None
+        return _Entry.TOP_LEVEL, None
     binding = _active_turn_var.get()
     if binding is not None and binding.branch_id == branch.id and binding.scope.context is context:
         if context.phase == "active":
-            return TurnScope(context, owns_lifecycle=False)
+            return _Entry.NESTED, TurnScope(context, owns_lifecycle=False)
         if context.phase == "finalizing":
             raise TurnFinalizingError(
                 f"Branch {branch.id}: turn {context.turn_id} is finalizing; a call from the "
                 "turn's own tasks (e.g. a terminal observer handler) cannot start a new turn "
                 "until it has ended"
             )
-        return None
-    # A stream turn between steps: its consumer's task calling the Branch again is part of the
-    # turn (waiting for the lock that turn holds would never end).
+        return _Entry.TOP_LEVEL, None
+    consumer = context.consumer
     if (
-        context.task_group is None
+        consumer is not None
+        and consumer.joinable
         and context.phase == "active"
-        and anyio.get_current_task().id == context.owner_task.id
+        and consumer.is_current()
     ):
-        return TurnScope(context, owns_lifecycle=False)
-    return None
+        return _Entry.JOIN_STREAM, TurnScope(context, owns_lifecycle=False)
+    return _Entry.TOP_LEVEL, None
 
 
 def current_scope(branch: Branch) -> TurnScope | None:
     """The live turn scope of the calling task on ``branch``, if any (for operation bodies)."""
     try:
-        return _nested_scope(branch)
+        return _classify(branch)[1]
     except TurnFinalizingError:
         return None
+
+
+# -- nested work -----------------------------------------------------------------------------
+def start_nested(
+    scope: TurnScope,
+    fn: Callable[..., Awaitable[Any]],
+    args: tuple[Any, ...],
+    name: str | None,
+) -> TaskHandle:
+    """:meth:`TurnScope.start_soon`: start nested work in the calling step's task group."""
+    context = scope.context
+    step = _open_step(context)
+    if context.phase != "active" or step is None:
+        raise TurnFinalizingError(
+            f"turn {context.turn_id} is {context.phase}; nested work can only start while "
+            "the turn is active, from a step of the turn"
+        )
+    task = step.group.start_soon(_run_nested_task, context, fn, args, name, name=name)
+    handle = TaskHandle(task, name)
+    step.started.add(handle)
+    context.nested_tasks.add(handle)
+    return handle
+
+
+def _open_step(context: TurnExecutionContext) -> StepGroup | None:
+    """The open task group new nested work of ``context`` belongs to, from the calling task."""
+    binding = _active_turn_var.get()
+    if binding is not None and binding.scope.context is context:
+        step = binding.step
+        if step is not None and step.open:
+            return step
+    step = context.step_group
+    return step if step is not None and step.open else None
+
+
+async def _run_nested_task(
+    context: TurnExecutionContext,
+    fn: Callable[..., Awaitable[Any]],
+    args: tuple[Any, ...],
+    name: str | None,
+) -> _Outcome:
+    _member_var.set(context)
+    try:
+        return _Outcome(value=await fn(*args))
+    except Exception as exc:
+        logger.debug("nested task %r of turn %s failed", name, context.turn_id, exc_info=exc)
+        return _Outcome(error=exc)
+
+
+class _JoinedCall:
+    """A call that joined a turn from a task the turn did not start: a cancel scope the turn can
+    cancel and an event it can await (ADR D2's registration of nested entries)."""
+
+    __slots__ = ("cancel_scope", "done")
+
+    def __init__(self) -> None:
+        self.cancel_scope = anyio.CancelScope()
+        self.done = anyio.Event()
+
+    def cancel(self) -> None:
+        self.cancel_scope.cancel()
+
+    async def join(self) -> None:
+        if not self.done.is_set():
+            await self.done.wait()
+
+
+async def _cancel_and_join(work: set[NestedWork] | set[TaskHandle]) -> None:
+    while work:
+        pending = tuple(work)
+        for item in pending:
+            item.cancel()
+        for item in pending:
+            await item.join()
+            work.discard(item)
+
+
+async def _join_all(work: set[NestedWork]) -> None:
+    while work:
+        for item in tuple(work):
+            await item.join()
+            work.discard(item)
 
 
 # -- message signals (ADR D3) ----------------------------------------------------------------
 def schedule_message_signal(branch: Branch, message: Message) -> None:
     """Tell observers about ``message``: as a child of the live turn, or detached best-effort.
 
-    In a live turn (the task-local binding and the Branch pointer agree and the turn's task group
-    is open, including while its nested work shuts down) the delivery task joins the turn's task
-    group, is shielded from cancellation,
-    waits for the previous message signal of the turn (observers see messages in order) and is
-    drained before the terminal signal. Without a live turn the delivery is detached and never
-    adopted by a later turn. Nothing is scheduled without an interested observer or event loop.
+    In a live turn (the task-local binding and the Branch pointer agree, the turn is not closed
+    and a step of it is open, including while its nested work shuts down) the delivery task
+    joins that step's task group, is shielded from cancellation, waits for the previous message
+    signal of the turn (observers see messages in order) and is drained before the terminal
+    signal. Without a live turn the delivery is detached and never adopted by a later turn.
+    Nothing is scheduled without an interested observer or event loop.
     """
     observer = branch._observer
     if observer is None or not observer.wants(MessageAdded):
         return
     context = branch._active_turn_context
     binding = _active_turn_var.get()
-    # A turn's task group is open while its body runs and while its nested work shuts down
-    # (phase "finalizing"); a message recorded then is still part of the turn's history block,
-    # so its signal is adopted and drained before the terminal, never delivered after it.
-    live = (
+    step = None
+    if (
         context is not None
         and context.phase != "closed"
-        and context.task_group is not None
         and binding is not None
         and binding.branch_id == branch.id
         and binding.scope.context is context
-    )
-    if live:
+    ):
+        step = _open_step(context)
+    if step is not None:
         assert context is not None
-        assert context.task_group is not None
         signal = MessageAdded(branch_id=branch.id, message=message, turn_id=context.turn_id)
-        handle = TaskHandle("message-signal")
         previous = context.last_signal
-        context.last_signal = handle
-        context.signal_tasks.add(handle)
-        context.task_group.start_soon(_deliver_in_turn, context, handle, previous, observer, signal)
+        context.last_signal = step.group.start_soon(
+            _deliver_in_turn, context, previous, observer, signal, name="message-signal"
+        )
         return
-    signal = MessageAdded(branch_id=branch.id, message=message, turn_id=None)
-    spawn_detached(observer.emit, signal)
+    spawn_detached(observer.emit, MessageAdded(branch_id=branch.id, message=message))
 
 
 async def _deliver_in_turn(
     context: TurnExecutionContext,
-    handle: TaskHandle,
-    previous: TaskHandle | None,
+    previous: anyio.TaskHandle[None] | None,
     observer: Observer,
     signal: MessageAdded,
 ) -> None:
+    _delivering_var.set(True)
     try:
         with anyio.CancelScope(shield=True):
             if previous is not None:
-                await previous.done.wait()
+                await previous.wait()
             await observer.emit(signal)
-    except Exception:  # emit contains handler errors; this guards the turn's task group
+    except Exception:  # emit contains handler errors; this guards the step's task group
         logger.exception("message signal delivery failed in turn %s", context.turn_id)
-    finally:
-        context.signal_tasks.discard(handle)
-        handle.done.set()
 
 
 async def _drain_signals(context: TurnExecutionContext) -> None:
-    while context.signal_tasks:
-        for handle in tuple(context.signal_tasks):
-            await handle.done.wait()
-
-
-async def _cancel_nested(context: TurnExecutionContext) -> None:
-    while context.nested_tasks:
-        pending = tuple(context.nested_tasks)
-        for handle in pending:
-            handle.cancel_scope.cancel()
-        for handle in pending:
-            await handle.done.wait()
-            context.nested_tasks.discard(handle)
+    while context.signals_pending:
+        assert context.last_signal is not None
+        await context.last_signal.wait()
 
 
 async def control_point(scope: TurnScope) -> None:
     """A control boundary of a turn (before a model call, between rounds or events, before a
     tool batch): deliver the turn's pending message signals first, so a directive an observer
     issues on one of them is seen here, then apply the pending directive (:func:`check_control`).
+
+    From an observer handler (a message-signal delivery) the pending signals are not awaited:
+    they include the delivery running the handler.
     """
-    if scope.context.signal_tasks:
+    if scope.context.signals_pending and not _delivering_var.get():
         await _drain_signals(scope.context)
     check_control(scope)
 
 
-# -- nested entries ---------------------------------------------------------------------------
-async def _run_nested(branch: Branch, scope: TurnScope, body: Callable[[], Awaitable[T]]) -> T:
-    """Run a nested call. From a task other than the owner it is registered as nested work, so
-    finalization can cancel it; it then fails with TurnFinalizingError."""
-    context = scope.context
-    task_id = anyio.get_current_task().id
-    if task_id == context.owner_task.id and context.task_group is None:
-        return await _between_steps(branch, scope, body)
-    if task_id == context.owner_task.id or any(h.task_id == task_id for h in context.nested_tasks):
-        return await body()
-    handle = TaskHandle("nested-call")
-    handle.task_id = task_id
-    context.nested_tasks.add(handle)
-    try:
-        with handle.cancel_scope:
-            return await body()
-        raise TurnFinalizingError(
-            f"turn {context.turn_id} finalized while this nested call was running; work that "
-            "joins a turn cannot outlive it"
-        )
-    finally:
-        context.nested_tasks.discard(handle)
-        handle.done.set()
-
-
+# -- steps -------------------------------------------------------------------------------------
 async def _in_step_group(
-    context: TurnExecutionContext,
+    branch: Branch,
+    scope: TurnScope,
     body: Callable[[], Awaitable[T]],
     *,
-    owner: bool,
-    final: bool,
-) -> tuple[T | None, BaseException | None]:
+    ends_turn: bool,
+) -> StepOutcome[T]:
     """Run ``body`` in a task group that owns the nested work and message signals it starts.
 
     On the way out, unfinished nested work is cancelled and awaited and message signals are
     drained, shielded from cancellation. The body's exception (or a cancellation delivered at the
-    group's exit) is returned, not raised. For the owner, a final or failed body first moves the
-    turn to "finalizing", which closes nested entry and control.
+    group's exit) is returned, not raised. For the owner, a step that ends the turn (or fails)
+    first moves the turn to "finalizing", which closes nested entry and control.
     """
+    context = scope.context
+    owner = scope.owns_lifecycle
     value: T | None = None
     error: BaseException | None = None
+    step: StepGroup | None = None
     try:
         async with anyio.create_task_group() as group:
-            context.task_group = group
+            step = StepGroup(group, anyio.get_current_task().id)
+            token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
             try:
-                value = await body()
-            except BaseException as exc:  # handed back to the caller, re-raised after cleanup
-                error = exc
-            if owner and (final or error is not None):
-                context.phase = "finalizing"
-            if context.nested_tasks or context.signal_tasks:  # skip the scope when idle
-                with anyio.CancelScope(shield=True):
-                    await _cancel_nested(context)
-                    await _drain_signals(context)
+                if owner:
+                    context.step_group = step
+                try:
+                    value = await body()
+                except BaseException as exc:  # handed back to the caller, re-raised after cleanup
+                    error = exc
+                if owner and (ends_turn or error is not None):
+                    context.phase = "finalizing"
+                # the owner's step ends all nested work of the turn; a joined call ends its own
+                pending: set[Any] = context.nested_tasks if owner else step.started
+                if pending or context.signals_pending:  # skip the shielded scope when idle
+                    mine = () if owner else tuple(step.started)
+                    with anyio.CancelScope(shield=True):
+                        await _cancel_and_join(pending)
+                        context.nested_tasks.difference_update(mine)
+                        await _drain_signals(context)
+            finally:
+                _active_turn_var.reset(token)
     except BaseException as exc:  # a cancellation delivered at the task group's exit
         if error is None:
             error = exc
     finally:
-        context.task_group = None
+        if step is not None:
+            step.open = False
+            if owner and context.step_group is step:
+                context.step_group = None
     try:
-        return value, error
+        return StepOutcome(value, error)
     finally:
         error = None  # this frame is in the error's traceback: no cycle through its locals
 
 
-async def _between_steps(branch: Branch, scope: TurnScope, body: Callable[[], Awaitable[T]]) -> T:
-    """A call by a stream's consumer between two items: it joins the turn like any nested call,
-    with a task group of its own for the work and signals it starts."""
+async def _run_nested(
+    branch: Branch, entry: _Entry, scope: TurnScope, body: Callable[[], Awaitable[T]]
+) -> T:
+    """Run a nested call. From a task of the turn (the step's own task, or nested work the turn
+    started) it runs as is; from any other task it is registered as nested work, so
+    finalization can cancel and await it (it then fails with TurnFinalizingError). A stream
+    consumer's call between items gets a task group of its own for the work it starts."""
     context = scope.context
-    binding = _ActiveTurnBinding(branch.id, scope)
-    token = _active_turn_var.set(binding)
+    if entry is _Entry.NESTED and _is_turn_task(context):
+        return await body()
+    call = _JoinedCall()
+    context.nested_tasks.add(call)
     try:
-        value, error = await _in_step_group(context, body, owner=False, final=False)
+        with call.cancel_scope:
+            if entry is _Entry.JOIN_STREAM:
+                return _unwrap(await _in_step_group(branch, scope, body, ends_turn=False))
+            return await body()
+        raise TurnFinalizingError(
+            f"turn {context.turn_id} finalized while this call was running; work that joins "
+            "a turn cannot outlive it"
+        )
     finally:
-        _active_turn_var.reset(token)
-    if error is not None:
-        try:
-            raise error
-        finally:
-            error = None  # the traceback holds this frame: break the cycle through it
-    return value  # type: ignore[return-value]  # set whenever error is None
+        context.nested_tasks.discard(call)
+        call.done.set()
+
+
+def _is_turn_task(context: TurnExecutionContext) -> bool:
+    if _member_var.get() is context:
+        return True
+    binding = _active_turn_var.get()
+    step = None if binding is None else binding.step
+    return step is not None and step.open and step.task_id == anyio.get_current_task().id
 
 
 # -- the top-level turn -----------------------------------------------------------------------
 class _Turn:
     """One top-level turn between lock acquisition and release. Internal to this module."""
 
-    __slots__ = ("_released", "binding", "branch", "context", "lock", "scope", "started")
+    __slots__ = ("_released", "branch", "context", "lock", "scope", "started")
 
     def __init__(self, branch: Branch, context: TurnExecutionContext, lock: Any) -> None:
         self.branch = branch
         self.context = context
         self.lock = lock
         self.scope = TurnScope(context, owns_lifecycle=True)
-        self.binding = _ActiveTurnBinding(branch.id, self.scope)
         self.started = time.perf_counter()
         self._released = False
 
@@ -333,67 +507,64 @@ class _Turn:
         return cls(branch, context, lock)
 
     async def step(
+        self, body: Callable[[], Awaitable[T]], *, first: bool, ends_turn: bool
+    ) -> StepOutcome[T]:
+        """Run one step of the turn (the first one emits ``RunStart`` before the body)."""
+
+        async def run() -> T:
+            if first:
+                await self._emit_start()
+            return await body()
+
+        return await _in_step_group(self.branch, self.scope, run, ends_turn=ends_turn)
+
+    async def finish(
         self,
-        body: Callable[[], Awaitable[T]],
-        *,
-        start: bool,
-        final: bool,
+        outcome: StepOutcome[Any],
         close: Callable[[], Awaitable[None]] | None = None,
-    ) -> tuple[T | None, BaseException | None, bool]:
-        """Run one step of the turn: (value, error, finished).
-
-        The step is final when ``final`` is set or the body raised; a final step awaits
-        ``close`` (a stream's body generator) and then runs the terminal finalization before
-        returning.
-        """
+    ) -> None:
+        """Finalize the turn, shielded (ADR D4): ``close`` (a stream's body) runs as a last step
+        whose nested work is cancelled and whose signals are drained, then the one terminal
+        signal, the report, phase "closed", the pointer and the lock."""
         context = self.context
-        token = _active_turn_var.set(self.binding)
+        context.phase = "finalizing"
+        # bound while finalizing, so a terminal handler's call on the Branch is recognised
+        token = _active_turn_var.set(_ActiveTurnBinding(self.branch.id, self.scope))
         try:
-
-            async def begin_and_run() -> T:
-                if start:
-                    await self._emit_start()
-                return await body()
-
-            value, error = await _in_step_group(context, begin_and_run, owner=True, final=final)
-            if error is not None:
-                final = True
-            if final:
-                context.phase = "finalizing"
-                if close is None and self.branch._observer is None and not context.signal_tasks:
-                    self._close()  # nothing to await: no shielded scope needed
-                else:
-                    with anyio.CancelScope(shield=True):
-                        if close is not None:
-                            await close()
-                        # signals raised after the group closed (none in practice) are ours too
-                        await _drain_signals(context)
-                        await self._emit_terminal(error)
-                        self._close()
+            if close is None and self.branch._observer is None and not context.signals_pending:
+                return  # nothing to await: no shielded scope needed
+            with anyio.CancelScope(shield=True):
+                if close is not None:
+                    closed = await _in_step_group(self.branch, self.scope, close, ends_turn=True)
+                    if closed.error is not None and outcome.error is None:
+                        logger.error("closing stream turn %s failed", context.turn_id)
+                await _drain_signals(context)  # signals raised after the step closed are ours
+                await self._emit_terminal(outcome)
         finally:
             _active_turn_var.reset(token)
-        return value, error, final
+            self.release()
 
     async def _emit_start(self) -> None:
         observer = self.branch._observer
         if observer is None or not observer.wants(RunStart):
             return
-        signal = RunStart(
-            branch_id=self.branch.id,
-            turn_id=self.context.turn_id,
-            operation=self.context.operation,
-            op_id=current_op_id.get(),
+        # Not shielded: a RunStart handler that blocks is cancelled with the caller, and the turn
+        # then ends with its one RunFailed.
+        await observer.emit(
+            RunStart(
+                branch_id=self.branch.id,
+                turn_id=self.context.turn_id,
+                operation=self.context.operation,
+                op_id=current_op_id.get(),
+            )
         )
-        # Shielded: once started, every observer sees RunStart before the turn's terminal.
-        with anyio.CancelScope(shield=True):
-            await observer.emit(signal)
 
-    async def _emit_terminal(self, error: BaseException | None) -> None:
+    async def _emit_terminal(self, outcome: StepOutcome[Any]) -> None:
         observer = self.branch._observer
         if observer is None:
             return
         context = self.context
-        ended = error is None or isinstance(error, StopAsyncIteration | StopStream | GeneratorExit)
+        ended = outcome.ended_cleanly
         if not observer.wants(RunEnd if ended else RunFailed):
             return
         duration_ms = (time.perf_counter() - self.started) * 1000.0
@@ -415,7 +586,7 @@ class _Turn:
                 turn_id=context.turn_id,
                 operation=context.operation,
                 op_id=current_op_id.get(),
-                data=error,
+                data=outcome.error,
                 duration_ms=duration_ms,
             )
         try:
@@ -423,22 +594,20 @@ class _Turn:
         except Exception:  # the terminal attempt is made once; its failure is diagnostic
             logger.exception("terminal signal of turn %s failed", context.turn_id)
 
-    def _close(self) -> None:
+    def release(self) -> None:
+        """Close the context and release the lock (once)."""
+        if self._released:
+            return
+        self._released = True
         context = self.context
         branch = self.branch
         branch._last_context_report = context.provider_report
         context.phase = "closed"
         context.last_signal = None
+        context.consumer = None
+        context.stream_body = None
         if branch._active_turn_context is context:
             branch._active_turn_context = None
-
-    def release(self) -> None:
-        """Release the lock (once). A turn released without finalization is closed first."""
-        if self._released:
-            return
-        self._released = True
-        if self.context.phase != "closed":
-            self._close()
         self.lock.release()
 
 
@@ -453,30 +622,49 @@ async def run_in_turn(
 ) -> T:
     """Run ``invoke(scope)`` as a turn of ``branch`` and return its result unchanged.
 
-    A top-level call waits for the Branch, emits ``RunStart`` and exactly one terminal signal;
-    a nested call (from inside a live turn of this Branch) runs at once in the same scope.
-    ``model`` overrides the Branch's ``role`` model for this turn only.
+    A top-level call waits for the Branch (FIFO), emits ``RunStart`` and exactly one terminal
+    signal; a nested call (from inside a live turn of this Branch, or from a stream's consumer
+    between items) runs at once in the same scope. ``model`` overrides the Branch's ``role``
+    model for this turn only. Cancel-safe: cancelled while waiting, nothing happened; cancelled
+    after the start, the turn ends with ``RunFailed`` (shielded finalization) and the
+    cancellation propagates.
     """
-    nested = _nested_scope(branch)
+    entry, nested = _classify(branch)
     if nested is not None:
-        return await _run_nested(branch, nested, lambda: invoke(nested))
+        return await _run_nested(branch, entry, nested, lambda: invoke(nested))
     turn = await _Turn.begin(branch, model, role, operation)
     try:
-        value, error, _ = await turn.step(lambda: invoke(turn.scope), start=True, final=True)
+        outcome = await turn.step(lambda: invoke(turn.scope), first=True, ends_turn=True)
+        await turn.finish(outcome)
     finally:
         turn.release()
-    if error is not None:
-        try:
-            raise error
-        finally:
-            error = None  # the traceback holds this frame: break the cycle through it
-    return value  # type: ignore[return-value]  # set whenever error is None
+    try:
+        return _unwrap(outcome)
+    finally:
+        del outcome  # it holds the error, whose traceback holds this frame: no cycle
 
 
-class _TurnStream:
-    """Drives a stream turn step by step; used only by :func:`stream_in_turn`."""
+class _StreamDriver(Generic[T]):
+    """The state machine behind one :class:`TurnStream`. It holds no reference to the stream
+    object, so dropping the stream frees it by reference counting and reports the abandonment."""
 
-    __slots__ = ("_done", "_items", "_turn", "branch", "invoke", "model", "operation", "role")
+    __slots__ = (
+        "_close_requested",
+        "_closed",
+        "_entry",
+        "_items",
+        "_loop",
+        "_scope",
+        "_step_scope",
+        "_turn",
+        "branch",
+        "consumer",
+        "invoke",
+        "model",
+        "operation",
+        "role",
+        "state",
+    )
 
     def __init__(
         self,
@@ -491,74 +679,159 @@ class _TurnStream:
         self.invoke = invoke
         self.role = role
         self.operation = operation
+        self.state = DriverState.NOT_STARTED
+        self.consumer = StreamConsumer()
         self._turn: _Turn | None = None
-        self._items: AsyncIterator[Any] | None = None
-        self._done = False
+        self._scope: TurnScope | None = None  # the nested scope, for a stream inside a turn
+        self._entry = _Entry.TOP_LEVEL
+        self._items: AsyncIterator[T] | None = None
+        self._loop: EventLoopToken | None = None
+        self._step_scope: anyio.CancelScope | None = None
+        self._close_requested = False
+        self._closed: anyio.Event | None = None
 
-    async def next(self) -> Any:
-        if self._done:
+    # -- iteration ------------------------------------------------------------------------
+    async def next(self) -> T:
+        state = self.state
+        if state is DriverState.IN_STEP:
+            raise RuntimeError("this stream is already being iterated by another task")
+        if state in (DriverState.FINALIZING, DriverState.CLOSED):
             raise StopAsyncIteration
+        self.consumer.bind()
+        if state is DriverState.NOT_STARTED:
+            try:
+                entry, nested = _classify(self.branch)
+                if nested is not None:
+                    self._entry, self._scope = entry, nested
+                else:
+                    self._loop = current_token()
+                    self._turn = await _Turn.begin(
+                        self.branch, self.model, self.role, self.operation
+                    )
+                    self._turn.context.consumer = self.consumer
+            except BaseException:  # cancelled while waiting, or no model: nothing started
+                self.state = DriverState.CLOSED
+                self.consumer.closed = True
+                raise
         turn = self._turn
-        start = turn is None
-        if turn is None:
-            nested = _nested_scope(self.branch)
-            if nested is not None:
-                return await self._next_nested(nested)
-            turn = self._turn = await _Turn.begin(
-                self.branch, self.model, self.role, self.operation
-            )
+        if turn is None:  # a stream nested in another turn
+            assert self._scope is not None
+            return await self._next_nested(self._entry, self._scope)
+        self.state = DriverState.IN_STEP
+        self.consumer.joinable = False
+        scope = self._step_scope = anyio.CancelScope()
         try:
-            value, error, final = await turn.step(
-                self._advance, start=start, final=False, close=self._close_items
-            )
-        except BaseException:
-            self._done = True
-            turn.release()
+            with scope:
+                outcome = await turn.step(
+                    self._advance, first=state is DriverState.NOT_STARTED, ends_turn=False
+                )
+        except BaseException:  # the step itself never raises; guard the invariant anyway
+            await self._finish(StepOutcome(error=None))
             raise
-        if final:
-            self._done = True
-            turn.release()
-            if error is None or isinstance(error, StopAsyncIteration | StopStream):
+        finally:
+            self._step_scope = None
+        if self._close_requested:  # aclose() from another task cancelled this step
+            await self._finish(StepOutcome())
+            raise StopAsyncIteration
+        if outcome.error is not None:
+            await self._finish(outcome)
+            if outcome.ended_cleanly:
                 raise StopAsyncIteration
-            raise error
-        return value
+            try:
+                _unwrap(outcome)
+            finally:
+                del outcome
+        self.state = DriverState.BETWEEN_STEPS
+        self.consumer.joinable = True
+        return outcome.value  # type: ignore[return-value]  # set whenever error is None
 
-    async def _advance(self) -> Any:
+    async def _advance(self) -> T:
+        assert self._turn is not None
+        context = self._turn.context
+        if context.nested_tasks:  # calls that joined between items finish before the next one
+            await _join_all(context.nested_tasks)
         if self._items is None:
-            assert self._turn is not None
-            self._items = aiter(self.invoke(self._turn.scope))
+            self._items = context.stream_body = aiter(self.invoke(self._turn.scope))
         return await anext(self._items)
 
-    async def _next_nested(self, scope: TurnScope) -> Any:
+    async def _next_nested(self, entry: _Entry, scope: TurnScope) -> T:
+        self._scope = scope
         if self._items is None:
             self._items = aiter(self.invoke(scope))
+        self.state = DriverState.IN_STEP
         items = self._items
         try:
-            return await _run_nested(self.branch, scope, lambda: anext(items))
+            value = await _run_nested(self.branch, entry, scope, lambda: anext(items))
         except BaseException:
-            self._done = True
+            self.state = DriverState.CLOSED
+            await _close_items(items)
             raise
+        self.state = DriverState.BETWEEN_STEPS
+        return value
 
+    # -- closing ----------------------------------------------------------------------------
     async def aclose(self) -> None:
-        """Close the stream: the body's generator is closed, then the turn ends with RunEnd."""
-        if self._done:
+        state = self.state
+        if state is DriverState.CLOSED:
             return
-        self._done = True
+        if state is DriverState.NOT_STARTED:
+            self.state = DriverState.CLOSED
+            self.consumer.closed = True
+            return
+        if self._turn is None:  # nested in another turn: only the body is ours to close
+            self.state = DriverState.CLOSED
+            with anyio.CancelScope(shield=True):
+                await _close_items(self._items)
+            return
+        if state is DriverState.BETWEEN_STEPS:
+            await self._finish(StepOutcome())
+            return
+        # IN_STEP in another task, or FINALIZING: stop the step, wait for the turn to end
+        if self._closed is None:
+            self._closed = anyio.Event()
+        if state is DriverState.IN_STEP and self._step_scope is not None:
+            self._close_requested = True
+            self._step_scope.cancel()
+        binding = _active_turn_var.get()
+        if binding is not None and binding.scope.context is self._turn.context:
+            return  # called from the turn's own work: waiting for the step would deadlock
+        with anyio.CancelScope(shield=True):
+            await self._closed.wait()
+
+    async def _finish(self, outcome: StepOutcome[Any]) -> None:
         turn = self._turn
-        if turn is None:  # never started, or nested: nothing of ours to finalize
-            await _close_items(self._items)
-            return
+        assert turn is not None
+        self.state = DriverState.FINALIZING
+        self.consumer.joinable = False
+        self.consumer.closed = True
         try:
-            _, error, _ = await turn.step(
-                self._close_items, start=False, final=True, close=self._close_items
-            )
+            await turn.finish(outcome, None if self._items is None else self._close_items)
         finally:
-            turn.release()
-        if error is not None:
-            raise error
+            self.state = DriverState.CLOSED
+            self._items = None
+            if self._closed is not None:
+                self._closed.set()
 
     async def _close_items(self) -> None:
         await _close_items(self._items)
+
+    def abandon(self) -> None:
+        """The stream object was dropped: end its turn on the loop it ran on (never joins again).
+
+        Called from ``__del__``, so it only schedules; if that loop has ended, the turn is
+        released at once (nothing can be awaited any more, so no terminal signal is sent).
+        """
+        if self.state is not DriverState.BETWEEN_STEPS or self._turn is None:
+            if self.state is DriverState.NOT_STARTED:
+                self.state = DriverState.CLOSED
+            self.consumer.closed = True
+            return
+        self.consumer.joinable = False
+        self.consumer.closed = True
+        assert self._loop is not None
+        if not spawn_threadsafe(self._loop, self.aclose):
+            self.state = DriverState.CLOSED
+            self._turn.release()
 
 
 async def _close_items(items: AsyncIterator[Any] | None) -> None:
@@ -571,27 +844,80 @@ async def _close_items(items: AsyncIterator[Any] | None) -> None:
         logger.exception("closing a stream body failed")
 
 
-async def stream_in_turn(
+class TurnStream(Generic[T]):
+    """A stream turn: an async iterator that is also an async context manager.
+
+    Use it as ``async with branch.run(...) as stream: async for item in stream: ...``. The turn
+    starts at the first item (creating or entering the stream acquires nothing) and ends, with
+    one ``RunEnd``, when the block exits, however it exits; an error or cancellation inside an
+    item's step ends it with ``RunFailed``. The bare ``async for item in branch.run(...)`` form
+    works too, but a ``break`` leaves the turn open (holding the Branch) until the stream object
+    is closed or dropped: dropping it finalizes the turn on its event loop, and nothing calls
+    into it any more.
+
+    Between items, calls on the Branch from the consumer (the task that asked for the latest
+    item) join the turn as registered nested work: the next item waits for them and closing the
+    stream cancels and awaits them. Calls from any other task wait for the turn to end.
+    ``aclose()`` may be called from any task; while another task is inside an item it cancels
+    that item, and returns once the turn ended.
+    """
+
+    __slots__ = ("__weakref__", "_driver")
+
+    def __init__(self, driver: _StreamDriver[T]) -> None:
+        self._driver = driver
+
+    @property
+    def state(self) -> DriverState:
+        """Where the stream's turn is (see :class:`DriverState`)."""
+        return self._driver.state
+
+    def __aiter__(self) -> TurnStream[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        """The next item. Checkpoints; the first call waits for the Branch (FIFO)."""
+        return await self._driver.next()
+
+    async def __aenter__(self) -> TurnStream[T]:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """End the turn now: close the body (the provider stream with it), cancel and await
+        work that joined it, deliver its signals, emit ``RunEnd`` and release the Branch.
+
+        Shielded: finishes even when the caller is cancelled. Idempotent.
+        """
+        await self._driver.aclose()
+
+    def __del__(self) -> None:
+        try:
+            self._driver.abandon()
+        except Exception:  # never raise from a finalizer
+            logger.exception("finalizing an abandoned stream turn failed")
+
+
+def stream_in_turn(
     branch: Branch,
     *,
     model: iModel | None,
     invoke: Callable[[TurnScope], AsyncIterator[T]],
     role: ModelRole = "chat",
     operation: str | None = None,
-) -> AsyncGenerator[T, None]:
+) -> TurnStream[T]:
     """Iterate ``invoke(scope)`` as one turn of ``branch``, holding the turn until the end.
 
-    Creating the iterator does nothing; the turn starts at the first ``__anext__``. Exhaustion,
-    ``StopStream`` and ``aclose()`` end it with ``RunEnd``; an exception or cancellation with
-    ``RunFailed`` (re-raised). The body's own generator is closed before the terminal signal.
+    Creating the stream does nothing; the turn starts at the first ``__anext__``. Exhaustion,
+    ``StopStream``, ``aclose()``, leaving its ``async with`` block and dropping it end the turn
+    with ``RunEnd``; an exception or cancellation with ``RunFailed`` (re-raised). The body's own
+    generator is closed before the terminal signal.
     """
-    driver = _TurnStream(branch, model, invoke, role, operation)
-    try:
-        while True:
-            try:
-                item = await driver.next()
-            except StopAsyncIteration:
-                return
-            yield item
-    finally:
-        await driver.aclose()
+    return TurnStream(_StreamDriver(branch, model, invoke, role, operation))

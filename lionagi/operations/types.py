@@ -8,9 +8,9 @@ bodies get: the shared context plus whether this entry owns the lifecycle.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
 import anyio
@@ -19,52 +19,90 @@ from anyio import TaskInfo
 from lionagi.protocols.messages import Usage
 
 if TYPE_CHECKING:
-    from anyio.abc import TaskGroup
-
+    from lionagi.operations.turn import StepGroup, StreamConsumer
     from lionagi.protocols.context_providers import ProviderReport
     from lionagi.service.imodel import iModel
     from lionagi.session.control import LoopControl
 
-__all__ = ["TaskHandle", "TurnExecutionContext", "TurnPhase", "TurnScope"]
+__all__ = ["NestedWork", "TaskHandle", "TurnExecutionContext", "TurnPhase", "TurnScope"]
 
 logger = logging.getLogger("lionagi.turn")
 
 TurnPhase = Literal["active", "finalizing", "closed"]
-_UNSET: Any = object()
+
+
+class NestedWork(Protocol):
+    """Work registered with a turn, which finalization cancels and then awaits (ADR D2/D4)."""
+
+    def cancel(self) -> None: ...
+
+    async def join(self) -> None:
+        """Wait until the work has finished, however it finished; never raises its failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """How a nested task ended: its return value, or the exception it raised."""
+
+    value: Any = None
+    error: Exception | None = None
 
 
 class TaskHandle:
-    """A task that belongs to a turn: a cancel scope the turn can cancel and a done event it can
-    await. Nested work started with :meth:`TurnScope.start_soon` returns one; ``await
-    handle.wait()`` gives its result or raises its exception."""
+    """Nested work started with :meth:`TurnScope.start_soon`: an anyio task of the turn.
 
-    __slots__ = ("_error", "_result", "cancel_scope", "done", "name", "task_id")
+    ``await handle.wait()`` gives the task's result or re-raises its exception; a task that was
+    cancelled (by ``cancel()`` or because its turn finished first) raises
+    :class:`anyio.TaskCancelled`. A failure nobody awaits is logged, never raised into the turn.
+    """
 
-    def __init__(self, name: str | None = None) -> None:
-        self.cancel_scope = anyio.CancelScope()
-        self.done = anyio.Event()
-        self.task_id: int | None = None
+    __slots__ = ("_task", "name")
+
+    def __init__(self, task: anyio.TaskHandle[_Outcome], name: str | None) -> None:
+        self._task = task
         self.name = name
-        self._result: Any = _UNSET
-        self._error: BaseException | None = None
+
+    def cancel(self) -> None:
+        """Cancel the task (no effect once it finished)."""
+        self._task.cancel()
+
+    async def join(self) -> None:
+        if not self.finished:
+            await self._task.wait()
 
     async def wait(self) -> Any:
-        """Wait for the task; return its result or re-raise its failure."""
-        await self.done.wait()
-        if self._error is not None:
-            raise self._error
-        if self._result is _UNSET:
-            raise anyio.get_cancelled_exc_class()()
-        return self._result
+        """Wait for the task; return its result or re-raise its failure.
+
+        Checkpoints. Cancelling the waiter does not cancel the task.
+        """
+        outcome = await self._task
+        error = outcome.error
+        if error is not None:
+            try:
+                raise error
+            finally:
+                del error
+        return outcome.value
 
     @property
     def finished(self) -> bool:
-        return self.done.is_set()
+        return self._task.status not in (
+            anyio.TaskHandle.Status.PENDING,
+            anyio.TaskHandle.Status.CANCELLING,
+        )
+
+    def __repr__(self) -> str:
+        return f"<TaskHandle {self.name!r} {self._task.status.name.lower()}>"
 
 
 @dataclass(slots=True, eq=False)
 class TurnExecutionContext:
-    """Mutable runtime state of one top-level turn (ADR-0018 D1)."""
+    """Mutable runtime state of one top-level turn (ADR-0018 D1).
+
+    ``signal_tasks`` of the ADR is kept as the tail of the turn's message-signal chain
+    (``last_signal``): each delivery waits for the previous one, so the tail finishing means
+    every earlier delivery has finished.
+    """
 
     turn_id: UUID
     model: iModel | None
@@ -73,18 +111,22 @@ class TurnExecutionContext:
     provider_blocks: tuple[str, ...] = ()
     provider_report: ProviderReport | None = None
     control: LoopControl | None = None
-    signal_tasks: set[TaskHandle] = field(default_factory=set)
-    nested_tasks: set[TaskHandle] = field(default_factory=set)
+    nested_tasks: set[NestedWork] = field(default_factory=set)
     #: usage reported by this turn's model calls, and how many calls there were
     usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
     #: requests those calls sent, retried attempts included
     model_attempts: int = 0
     operation: str | None = None
-    # the task group of the running step; None between the steps of a stream turn
-    task_group: TaskGroup | None = field(default=None, repr=False)
-    # the newest in-turn message signal: the next one waits for it, keeping observer order
-    last_signal: TaskHandle | None = field(default=None, repr=False)
+    # the task group of the owner's running step; None between the steps of a stream turn
+    step_group: StepGroup | None = field(default=None, repr=False)
+    # the newest in-turn message-signal delivery: the next one waits for it (observer order)
+    last_signal: anyio.TaskHandle[None] | None = field(default=None, repr=False)
+    # for a stream turn: who may join the turn between items (see lionagi.operations.turn), and
+    # the body's iterator, kept reachable from the Branch so a dropped stream object cannot
+    # take the body down with it before the turn has closed it
+    consumer: StreamConsumer | None = field(default=None, repr=False)
+    stream_body: AsyncIterator[Any] | None = field(default=None, repr=False)
 
     def record_usage(self, usage: Usage | None, attempts: int = 1) -> None:
         """Add one model call's usage (and the requests it took) to the turn's totals."""
@@ -92,6 +134,15 @@ class TurnExecutionContext:
         self.model_attempts += attempts
         if usage is not None:
             self.usage = self.usage + usage
+
+    @property
+    def signals_pending(self) -> bool:
+        """Whether a message signal of this turn is still being delivered."""
+        last = self.last_signal
+        return last is not None and last.status in (
+            anyio.TaskHandle.Status.PENDING,
+            anyio.TaskHandle.Status.CANCELLING,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,40 +162,14 @@ class TurnScope:
         *args: Any,
         name: str | None = None,
     ) -> TaskHandle:
-        """Start ``fn(*args)`` as nested work of this turn, in the turn's task group.
+        """Start ``fn(*args)`` as nested work of this turn, in the calling step's task group.
 
         The task shares the turn (calls on the same Branch from it are nested, not queued). If it
-        is still running when the owning step ends, it is cancelled and awaited before the turn's
-        terminal signal. A failure nobody awaited through the handle is logged.
+        is still running when the step that started it ends, it is cancelled and awaited before
+        the turn's terminal signal. A failure nobody awaited through the handle is logged.
+        Raises :class:`~lionagi.operations.turn.TurnFinalizingError` once the turn is
+        finalizing. Does not checkpoint.
         """
-        from lionagi.operations.turn import TurnFinalizingError
+        from lionagi.operations.turn import start_nested
 
-        context = self.context
-        group = context.task_group
-        if context.phase != "active" or group is None:
-            raise TurnFinalizingError(
-                f"turn {context.turn_id} is {context.phase}; nested work can only start while "
-                "the turn is active"
-            )
-        handle = TaskHandle(name)
-        context.nested_tasks.add(handle)
-        group.start_soon(_run_nested_task, context, handle, fn, args, name=name)
-        return handle
-
-
-async def _run_nested_task(
-    context: TurnExecutionContext,
-    handle: TaskHandle,
-    fn: Callable[..., Awaitable[Any]],
-    args: tuple[Any, ...],
-) -> None:
-    handle.task_id = anyio.get_current_task().id
-    try:
-        with handle.cancel_scope:
-            handle._result = await fn(*args)
-    except Exception as exc:
-        handle._error = exc
-        logger.debug("nested task %r of turn %s failed", handle.name, context.turn_id, exc_info=exc)
-    finally:
-        context.nested_tasks.discard(handle)
-        handle.done.set()
+        return start_nested(self, fn, args, name)

@@ -8,7 +8,7 @@ fields created here; the Branch holds no other turn state.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 from uuid import UUID, uuid4
 
@@ -41,7 +41,7 @@ from lionagi.operations.params import (
     bind,
 )
 from lionagi.operations.params import ToolsArg as OfferedTools
-from lionagi.operations.turn import schedule_message_signal
+from lionagi.operations.turn import TurnStream, schedule_message_signal
 from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
 from lionagi.protocols.messages import Instruction, Message, MessageManager, System
 from lionagi.protocols.tools import Tool, ToolRegistry
@@ -458,7 +458,7 @@ class Branch:
         action_strategy: ActionStrategy = "concurrent",
         max_parse_retries: int = 3,
         **options: Unpack[ModelOptions],
-    ) -> AsyncGenerator[Any, None]:
+    ) -> TurnStream[Any]:
         """Like :meth:`ReAct`, yielding each round's analysis then the final answer, as one
         stream turn (see :func:`lionagi.operations.react.ReActStream`)."""
         params = bind(ReActParams, {**locals(), "return_analysis": False}, operation="ReActStream")
@@ -476,7 +476,7 @@ class Branch:
         max_tool_rounds: int = 8,
         session_id: str | None = None,
         **options: Unpack[ModelOptions],
-    ) -> AsyncIterator[Message]:
+    ) -> TurnStream[Message]:
         """Stream a turn as the messages it commits, each recorded before it is yielded (see
         :func:`lionagi.operations.run.run`)."""
         return _run.run(self, bind(RunParams, locals()))

@@ -7,6 +7,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from anyio import get_cancelled_exc_class
+
 from lionagi.errors import ConfigurationError
 from lionagi.session.signal import Signal
 
@@ -26,7 +28,9 @@ class Observer:
 
     ``handler(signal, session)`` may be sync or async. Handlers of one signal run one after the
     other in subscription order; an ``Exception`` from one is logged and the rest still run.
-    Cancellation and other ``BaseException`` propagate.
+    Cancellation of one handler does not skip the others: each is still called (in the caller's
+    cancelled scope, so an async handler is cancelled at its first checkpoint), then the
+    cancellation propagates. Other ``BaseException`` propagate at once.
     """
 
     __slots__ = ("_authorizer", "_by_type", "_handlers", "session")
@@ -66,17 +70,28 @@ class Observer:
         return bool(self.handlers_for(signal_type))
 
     async def emit(self, signal: Signal) -> None:
+        """Deliver ``signal`` to its handlers in order. Checkpoints only inside async handlers;
+        a cancellation is re-raised after every handler was called (see the class)."""
+        cancelled: BaseException | None = None
         for handler in self.handlers_for(type(signal)):
             try:
                 outcome = handler(signal, self.session)
                 if inspect.isawaitable(outcome):
                     await outcome
+            except get_cancelled_exc_class() as exc:
+                if cancelled is None:
+                    cancelled = exc
             except Exception:
                 logger.exception(
                     "observer handler %r failed on %s",
                     getattr(handler, "__name__", handler),
                     signal.kind,
                 )
+        if cancelled is not None:
+            try:
+                raise cancelled
+            finally:
+                del cancelled
 
     # -- the authorization gate used before tool calls ------------------------------------
     def set_authorizer(self, authorizer: Authorizer | None) -> None:

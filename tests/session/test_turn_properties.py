@@ -6,6 +6,8 @@ The scenario runner uses anyio only; here each generated scenario runs in its ow
 
 from __future__ import annotations
 
+import os
+
 import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,9 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from tests.conftest import BACKENDS
 from tests_trio.test_turn_properties import Scenario, ScenarioRun, scenarios
 
+# LIONAGI_PROPERTY_EXAMPLES raises the example count for a full-size run (nox -s properties)
+EXAMPLES = int(os.environ.get("LIONAGI_PROPERTY_EXAMPLES", "60"))
+
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=scenarios())
 def test_turn_protocol_invariants_hold_on_each_backend(backend: str, scenario: Scenario) -> None:
     run = ScenarioRun(scenario)
