@@ -475,6 +475,7 @@ class ScenarioRun:
         )
         assert stream is not None
         items: list[int] = []
+        failure: Exception | None = None  # what the stream raised, when a cancellation follows
 
         async def loop(source: TurnStream[int]) -> None:
             async for item in source:
@@ -489,7 +490,6 @@ class ScenarioRun:
                     async with stream as entered:
                         await loop(entered)
                 elif spec.ending == "close_during":
-                    failure: Exception | None = None
                     async with anyio.create_task_group() as group:
                         group.start_soon(self._close_later, stream, spec.consumer_checkpoints)
                         try:
@@ -511,7 +511,7 @@ class ScenarioRun:
             else:
                 await stream.aclose()
         except BaseException as exc:
-            self.outcomes[label] = Outcome(stream=True, error=exc)
+            self.outcomes[label] = Outcome(stream=True, error=failure or exc)
             raise
         finally:
             if items != list(range(len(items))):
