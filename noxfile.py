@@ -37,7 +37,7 @@ def properties(session: nox.Session) -> None:
     session.run(
         "pytest",
         "tests_trio/test_turn_properties.py",
-        "tests/session/test_turn_properties.py",
+        "tests/operations/test_turn_properties.py",
         "-p",
         "no:cacheprovider",
         "-o",

@@ -482,3 +482,31 @@ async def test_stream_cancelled_during_nested_shutdown_closes_its_body_before_th
     finally:
         for generator in bodies:  # close a leaked body here rather than in the GC
             await generator.aclose()
+
+
+# -- a caller's deadline against a blocking start handler --------------------------------------
+async def test_caller_deadline_cancels_a_blocking_run_start_handler(
+    autojump_clock: MockClock,
+) -> None:
+    """RunStart is not shielded: ``move_on_after`` returns at its deadline although a start
+    handler never returns, the handler is cancelled, and the turn ends with one RunFailed."""
+    branch, rec, session = observed_branch()
+    exits: list[float] = []
+
+    async def stuck(signal: RunStart, _: Any) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            exits.append(trio.current_time())
+
+    session.observe(RunStart, stuck)
+    start = trio.current_time()
+    with trio.move_on_after(0.2) as deadline:
+        await run_in_turn(branch, model=None, invoke=_value)
+    assert deadline.cancelled_caught
+    assert exits == [start + 0.2]
+    assert [kind for kind, _ in rec.lifecycle()] == ["RunStart", "RunFailed"]
+    [terminal] = rec.terminals()
+    assert isinstance(terminal, RunFailed)
+    assert isinstance(terminal.data, trio.Cancelled)
+    assert_idle(branch)

@@ -6,11 +6,11 @@ their Branch again, bodies that raise, nest calls or start child work, streams t
 a consumer can end them (exhausted, closed, closed from another task while an item is being
 produced, left through ``async with``, abandoned and then followed by another call), and
 cancellations of random callers after a random number of checkpoints. :class:`ScenarioRun` plays it
-in one event loop (anyio only, so ``tests/session/test_turn_properties.py`` replays the same runner
-on asyncio too) and then checks the invariants: per branch, turns never overlap and each RunStart
-has exactly one terminal that matches the caller's outcome; each message signal falls inside its own
-turn; the history is whole messages in contiguous per-turn blocks; and afterwards the lock is free
-with no turn and no binding left behind.
+in one event loop (anyio only, so ``tests/operations/test_turn_properties.py`` replays the same
+runner on asyncio too) and then checks the invariants: per branch, turns never overlap and each
+RunStart has exactly one terminal that matches the caller's outcome; each message signal falls
+inside its own turn; the history is whole messages in contiguous per-turn blocks; and afterwards the
+lock is free with no turn and no binding left behind.
 
 On trio, Hypothesis seeds the scheduler, so a scenario replays identically; a MockClock with
 autojump turns a deadlock into a prompt failure instead of a hang.
@@ -426,7 +426,7 @@ class ScenarioRun:
     ) -> Callable[[TurnScope], AsyncIterator[int]]:
         b = spec.branch
 
-        async def body(scope: TurnScope) -> AsyncIterator[int]:
+        async def body(scope: TurnScope) -> AsyncGenerator[int, None]:
             self._enter(label, b, scope)
             try:
                 if spec.child is not None:
