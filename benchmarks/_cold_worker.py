@@ -1,5 +1,6 @@
-"""One cold-start sample for ``benchmarks.cold``: run as ``python benchmarks/_cold_worker.py
-BACKEND`` in a fresh interpreter. Nothing is imported before the timed ``import lionagi``.
+"""One cold-start sample for ``benchmarks.cold``: run as ``python -m benchmarks._cold_worker
+BACKEND`` in a fresh interpreter. Nothing is imported before the timed ``import lionagi`` (the
+``benchmarks`` package itself imports nothing).
 
 Prints one JSON line: milliseconds of ``import lionagi``, then of ``lionagi.testing``, the first
 and the second recorded turn (inside a running event loop, after one scheduler round trip so the

@@ -1,9 +1,10 @@
 """Cold start: ``import lionagi`` and the first turn, each in a fresh process.
 
-Every sample is a new interpreter (``python benchmarks/_cold_worker.py BACKEND``) that times,
-with its own clock, ``import lionagi``, then ``from lionagi.testing import FunctionModel``, then
-(inside a running event loop, after one scheduler round trip so the backend itself is loaded)
-the first ``chat_and_record`` turn and the second one. Beside it, in the same alternation, two
+Every sample is a new interpreter (``python -m benchmarks._cold_worker BACKEND``; the
+``benchmarks`` package imports nothing) that times, with its own clock, ``import lionagi``, then
+``from lionagi.testing import FunctionModel``, then (inside a running event loop, after one
+scheduler round trip so the backend itself is loaded) the first ``chat_and_record`` turn and the
+second one. Beside it, in the same alternation, two
 reference processes: the bare interpreter (``-c pass``) and one that imports pydantic and
 defines one model (the least any pydantic-based library pays).
 
@@ -21,12 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from benchmarks._common import ROOT, Config, median, target
 
-WORKER = str(Path(__file__).resolve().parent / "_cold_worker.py")
 PYDANTIC_FLOOR = (
     "import time; t = time.perf_counter(); import pydantic\n"
     "class M(pydantic.BaseModel):\n    x: int\n"
@@ -68,7 +67,7 @@ def _process_ms(args: list[str], env: dict[str, str]) -> float:
 
 def run(config: Config) -> dict[str, Any]:
     samples = config.size(15, 1)
-    worker = [WORKER]
+    worker = ["-m", "benchmarks._cold_worker"]  # from ROOT: this checkout's lionagi
     rows = []
     measured: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="lionagi-pyc-") as cache:
