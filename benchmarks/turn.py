@@ -222,3 +222,32 @@ def _targets(per_backend: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             )
         )
     return out
+
+
+def main(argv: list[str]) -> int:
+    """``python -m benchmarks.turn BACKEND [TURNS [BATCHES]]``: one JSON line, each variant's
+    median per-batch ratio to the library model call (for comparing builds of the package run
+    one after the other, e.g. a prototype against its base)."""
+    import json
+    import sys
+
+    import anyio
+
+    if not 1 <= len(argv) <= 3:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    turns = int(argv[1]) if len(argv) > 1 else 1000
+    batches = int(argv[2]) if len(argv) > 2 else 3
+    times = anyio.run(_measure, turns, batches, backend=argv[0])["times"]
+    call = times[MODEL_CALL]
+    ratios = {
+        k: round(median([a / b for a, b in zip(v, call, strict=True)]), 3) for k, v in times.items()
+    }
+    print(json.dumps({"backend": argv[0], **ratios, "model_call_us": us(median(call))}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
