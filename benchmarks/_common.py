@@ -182,6 +182,26 @@ def settle() -> None:
     gc.collect()
 
 
+def run_python(
+    args: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 600
+) -> str:
+    """Run this interpreter with ``args`` from the repository root (so ``-m benchmarks...`` and
+    ``import lionagi`` find this checkout); the last line it printed, or RuntimeError."""
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{list(args)} failed: {done.stderr.strip()[-2000:]}")
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 # -- environment ----------------------------------------------------------------------------
 def _version(name: str) -> str | None:
     try:

@@ -13,13 +13,12 @@ line: nanoseconds per turn of each variant, the median of its batches.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from typing import Any
 
 import anyio
 
-from benchmarks._common import ROOT, Config, median, target, us
+from benchmarks._common import Config, median, run_python, target, us
 from benchmarks.turn import MODEL_CALL, VARIANTS, _batch
 
 MEASURED = (MODEL_CALL, "chat_and_record", "chat_and_record + observer")
@@ -44,17 +43,7 @@ async def _worker(turns: int, batches: int) -> dict[str, float]:
 
 def _spawn(backend: str, turns: int, batches: int) -> dict[str, float]:
     command = ["-m", "benchmarks.backends", "--worker", backend, str(turns), str(batches)]
-    done = subprocess.run(
-        [sys.executable, *command],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the {backend} worker failed: {done.stderr.strip()[-2000:]}")
-    answer: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    answer: dict[str, float] = json.loads(run_python(command))
     return answer
 
 

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
 
-from benchmarks._common import ROOT, Config, median, target
+from benchmarks._common import Config, median, run_python, target
 
 PYDANTIC_FLOOR = (
     "import time; t = time.perf_counter(); import pydantic\n"
@@ -45,18 +43,7 @@ def _env(cache: str | None) -> dict[str, str]:
 
 
 def _spawn(args: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{args} failed: {done.stderr.strip()[-2000:]}")
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    return run_python(args, env=env, timeout=120)
 
 
 def _process_ms(args: list[str], env: dict[str, str]) -> float:
