@@ -1,42 +1,39 @@
-"""Rendering a conversation history into provider request messages.
+"""What every provider's rendering of a history shares, independent of any wire format.
 
-Pure functions over immutable messages. Each message's wire part is memoized in its
-``_render_cache`` under the format name, so re-rendering a long history costs one lookup per
-message. Cached parts are shared between renders and never mutated: where a render folds or
-merges parts, it builds fresh top-level dicts and lists.
+The text a user turn carries (instruction, guidance, context, tool list, schema request), the
+request-only results for tool calls left unanswered, and the per-message render cache. Wire
+formats live with their providers (``lionagi.service.providers``): each memoizes a message's
+wire part in :func:`render_cache` under its format name, so re-rendering a long history costs
+one lookup per message. Cached parts are shared between renders and never mutated.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
-    AssistantResponse,
     Instruction,
     Message,
-    System,
 )
+from lionagi.protocols.tool_spec import ToolSpec
 
 __all__ = [
+    "complete_tool_calls",
     "instruction_text",
-    "openai_tools_to_anthropic",
+    "output_text",
+    "render_cache",
     "schema_instruction",
-    "to_anthropic_messages",
-    "to_openai_messages",
+    "tools_instruction",
 ]
 
-_OPENAI = "openai"
-_ANTHROPIC = "anthropic"
 _TEXT = "text"
 
 
-def _cache(message: Message) -> dict[str, Any]:
+def render_cache(message: Message) -> dict[str, Any]:
     """``message._render_cache``, read without pydantic's ``__getattr__`` (the main cost of
     re-rendering a long history otherwise)."""
     private = message.__pydantic_private__
@@ -55,24 +52,21 @@ def schema_instruction(schema: Mapping[str, Any]) -> str:
     )
 
 
-def tools_instruction(tool_schemas: Sequence[Mapping[str, Any]]) -> str:
+def tools_instruction(tool_schemas: Sequence[ToolSpec | Mapping[str, Any]]) -> str:
     """The paragraph listing the tools a model may request in its JSON answer (for models
     without native tool calling); native tools are sent in the request instead."""
     lines = ["Tools you may request (put calls in `action_requests`):"]
     for schema in tool_schemas:
-        function = schema.get("function", schema)
-        name = function.get("name", "?")
-        description = function.get("description") or ""
-        parameters = json.dumps(
-            function.get("parameters", {}), separators=(",", ":"), ensure_ascii=False
-        )
-        lines.append(f"- {name}: {description} parameters: {parameters}".replace("  ", " "))
+        spec = ToolSpec.of(schema)
+        parameters = json.dumps(spec.parameters, separators=(",", ":"), ensure_ascii=False)
+        line = f"- {spec.name}: {spec.description} parameters: {parameters}"
+        lines.append(line.replace("  ", " "))
     return "\n".join(lines)
 
 
 def instruction_text(ins: Instruction) -> str:
     """The text a user turn carries: instruction, guidance, context and the schema request."""
-    cached = _cache(ins).get(_TEXT)
+    cached = render_cache(ins).get(_TEXT)
     if cached is not None:
         return str(cached)
     parts: list[str] = []
@@ -92,11 +86,11 @@ def instruction_text(ins: Instruction) -> str:
     if ins.response_format is not None:
         parts.append(schema_instruction(ins.response_format))
     text = "\n\n".join(parts)
-    _cache(ins)[_TEXT] = text
+    render_cache(ins)[_TEXT] = text
     return text
 
 
-def _output_text(output: Any) -> str:
+def output_text(output: Any) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
@@ -105,7 +99,7 @@ def _output_text(output: Any) -> str:
 _NO_RESULT = "error: no result -- the call was interrupted before it completed"
 
 
-def _complete_tool_calls(messages: Sequence[Message]) -> Sequence[Message]:
+def complete_tool_calls(messages: Sequence[Message]) -> Sequence[Message]:
     """``messages`` with an error result after each tool call that has none.
 
     A turn cancelled between a tool call and its result leaves a call without an answer in the
@@ -136,186 +130,3 @@ def _missing_result(request: ActionRequest) -> ActionResponse:
         output=_NO_RESULT,
         is_error=True,
     )
-
-
-# -- OpenAI chat completions -------------------------------------------------------------
-
-
-def _openai_part(message: Message) -> dict[str, Any]:
-    """The memoized OpenAI form of one message (a tool-call entry for an ActionRequest)."""
-    cached = _cache(message).get(_OPENAI)
-    if cached is not None:
-        part: dict[str, Any] = cached
-        return part
-    if isinstance(message, System):
-        part = {"role": "system", "content": message.content}
-    elif isinstance(message, Instruction):
-        text = instruction_text(message)
-        if message.images:
-            content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-            content.extend(
-                {"type": "image_url", "image_url": {"url": url}} for url in message.images
-            )
-            part = {"role": "user", "content": content}
-        else:
-            part = {"role": "user", "content": text}
-    elif isinstance(message, AssistantResponse):
-        part = {"role": "assistant", "content": message.content}
-    elif isinstance(message, ActionRequest):
-        part = {
-            "id": message.call_id,
-            "type": "function",
-            "function": {
-                "name": message.function,
-                "arguments": json.dumps(message.arguments, ensure_ascii=False),
-            },
-        }
-    elif isinstance(message, ActionResponse):
-        part = {
-            "role": "tool",
-            "tool_call_id": message.call_id,
-            "content": _output_text(message.output),
-        }
-    else:
-        raise ConfigurationError(f"cannot render a {type(message).__name__} message")
-    _cache(message)[_OPENAI] = part
-    return part
-
-
-def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Render ``messages`` as OpenAI chat-completions messages.
-
-    Action requests that directly follow an assistant message (or each other) become that
-    assistant message's ``tool_calls``; one with no assistant message before it opens an
-    assistant message with ``content`` None. A tool call without a result gets an error result.
-    """
-    messages = _complete_tool_calls(messages)
-    out: list[dict[str, Any]] = []
-    # the assistant dict at out[-1] that this render built itself and may extend
-    owned: dict[str, Any] | None = None
-    previous: Message | None = None
-    for message in messages:
-        part = _openai_part(message)
-        if isinstance(message, ActionRequest):
-            if owned is not None and out and out[-1] is owned:
-                owned["tool_calls"].append(part)
-            elif isinstance(previous, AssistantResponse):
-                owned = {**out[-1], "tool_calls": [part]}
-                out[-1] = owned
-            else:
-                owned = {"role": "assistant", "content": None, "tool_calls": [part]}
-                out.append(owned)
-        else:
-            out.append(part)
-        previous = message
-    return out
-
-
-# -- Anthropic Messages ------------------------------------------------------------------
-
-_DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
-
-
-def _anthropic_image(url: str) -> dict[str, Any]:
-    if url.startswith(("http://", "https://")):
-        return {"type": "image", "source": {"type": "url", "url": url}}
-    match = _DATA_URL.match(url)
-    if match is None:
-        raise ConfigurationError(
-            f"image {url[:60]!r} is neither an http(s) URL nor a base64 data: URL "
-            "(data:<media type>;base64,<data>)"
-        )
-    return {
-        "type": "image",
-        "source": {"type": "base64", "media_type": match["media"], "data": match["data"]},
-    }
-
-
-def _anthropic_part(message: Message) -> tuple[str, list[dict[str, Any]]]:
-    """The memoized (role, content blocks) of one message; system text for a System."""
-    cached = _cache(message).get(_ANTHROPIC)
-    if cached is not None:
-        role_blocks: tuple[str, list[dict[str, Any]]] = cached
-        return role_blocks
-    blocks: list[dict[str, Any]]
-    if isinstance(message, System):
-        role, blocks = "system", [{"type": "text", "text": message.content}]
-    elif isinstance(message, Instruction):
-        text = instruction_text(message)
-        blocks = [_anthropic_image(url) for url in message.images]
-        if text:
-            blocks.append({"type": "text", "text": text})
-        role = "user"
-    elif isinstance(message, AssistantResponse):
-        role = "assistant"
-        blocks = [{"type": "text", "text": message.content}] if message.content else []
-    elif isinstance(message, ActionRequest):
-        role = "assistant"
-        blocks = [
-            {
-                "type": "tool_use",
-                "id": message.call_id,
-                "name": message.function,
-                "input": message.arguments,
-            }
-        ]
-    elif isinstance(message, ActionResponse):
-        role = "user"
-        blocks = [
-            {
-                "type": "tool_result",
-                "tool_use_id": message.call_id,
-                "content": _output_text(message.output),
-                "is_error": message.is_error,
-            }
-        ]
-    else:
-        raise ConfigurationError(f"cannot render a {type(message).__name__} message")
-    _cache(message)[_ANTHROPIC] = (role, blocks)
-    return role, blocks
-
-
-def to_anthropic_messages(
-    messages: Sequence[Message],
-) -> tuple[str | None, list[dict[str, Any]]]:
-    """Render ``messages`` as Anthropic Messages: ``(system text, messages)``.
-
-    System messages become the separate system text; consecutive messages of the same role
-    are merged into one, so roles alternate as the API requires. A tool call without a result
-    gets an error result.
-    """
-    messages = _complete_tool_calls(messages)
-    system: list[str] = []
-    out: list[dict[str, Any]] = []
-    owned: dict[str, Any] | None = None  # merged dict at out[-1] built by this render
-    for message in messages:
-        role, blocks = _anthropic_part(message)
-        if role == "system":
-            system.append(blocks[0]["text"])
-            continue
-        if not blocks:
-            continue
-        if out and out[-1]["role"] == role:
-            if owned is not None and out[-1] is owned:
-                owned["content"].extend(blocks)
-            else:
-                owned = {"role": role, "content": [*out[-1]["content"], *blocks]}
-                out[-1] = owned
-        else:
-            out.append({"role": role, "content": blocks})
-    return ("\n\n".join(system) if system else None), out
-
-
-def openai_tools_to_anthropic(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Convert OpenAI function schemas (wrapped in ``{"function": ...}`` or bare) for Anthropic."""
-    converted: list[dict[str, Any]] = []
-    for tool in tools:
-        function = tool.get("function", tool)
-        if not isinstance(function, Mapping) or not function.get("name"):
-            raise ConfigurationError(f"tool schema without a function name: {tool!r}")
-        entry: dict[str, Any] = {"name": function["name"]}
-        if function.get("description"):
-            entry["description"] = function["description"]
-        entry["input_schema"] = function.get("parameters") or {"type": "object", "properties": {}}
-        converted.append(entry)
-    return converted

@@ -19,6 +19,7 @@ from pydantic import BaseModel, SecretStr
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
+from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service.clock import ANYIO_CLOCK, Clock
 from lionagi.service.embeddings import Embeddings
 from lionagi.service.errors import ProviderTimeout
@@ -190,7 +191,7 @@ class iModel:
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] = (),
+        tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
         session_id: str | None = None,
         **options: Any,
@@ -212,7 +213,7 @@ class iModel:
         return ModelRequest(
             model=self.model,
             messages=messages,
-            tools=tuple(dict(t) for t in tools) if tools else (),
+            tools=tuple(ToolSpec.of(t) for t in tools) if tools else (),
             response_format=schema,
             options=merged,
             session_id=session_id,
@@ -222,7 +223,7 @@ class iModel:
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] = (),
+        tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
         session_id: str | None = None,
         on_retry: RetryHook | None = None,
@@ -310,7 +311,7 @@ class iModel:
         self,
         messages: Sequence[Message],
         *,
-        tools: Sequence[Mapping[str, Any]] = (),
+        tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
         session_id: str | None = None,
         on_retry: RetryHook | None = None,

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from lionagi.protocols.messages import Message, ToolCall, Usage
+from lionagi.protocols.tool_spec import ToolSpec
 
 __all__ = [
     "FinalChunk",
@@ -24,16 +25,16 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One request to a provider.
+    r"""One request to a provider.
 
     ``messages`` is the conversation to send, system first. Providers render it to their wire
-    format and must treat it as read-only. ``tools`` holds OpenAI-function schemas;
+    format and must treat it as read-only. ``tools`` are neutral :class:`ToolSpec`\ s;
     ``response_format`` a JSON schema (with a ``title``) the reply should follow.
     """
 
     model: str
     messages: Sequence[Message]
-    tools: tuple[dict[str, Any], ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
     response_format: dict[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     session_id: str | None = None

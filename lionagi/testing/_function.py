@@ -27,7 +27,7 @@ def _fn_options(request: ModelRequest) -> Mapping[str, Any]:
         return request.options
     options = dict(request.options)
     if request.tools:
-        options["tools"] = request.tools
+        options["tools"] = tuple(spec.function_schema() for spec in request.tools)
     if request.response_format is not None:
         options["response_format"] = request.response_format
     return options

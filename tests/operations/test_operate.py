@@ -96,7 +96,7 @@ async def test_native_tool_calls_run_then_one_follow_up_gives_the_answer() -> No
         "AssistantResponse",
     ]
     first, second = model.calls
-    assert [t["function"]["name"] for t in first.tools] == ["add"]
+    assert [t.name for t in first.tools] == ["add"]
     assert second.tools == ()
     assert second.response_format is not None
     assert "total" in second.response_format["properties"]
@@ -349,8 +349,8 @@ async def test_tools_can_be_narrowed_by_name() -> None:
     model = FunctionModel(lambda messages, **options: "ok")
     branch = Branch(chat_model=model, tools=[add, subtract])
     await branch.operate(instruction="x", tools=["subtract"])
-    assert [t["function"]["name"] for t in model.calls[0].tools] == ["subtract"]
+    assert [t.name for t in model.calls[0].tools] == ["subtract"]
     await branch.operate(instruction="x", tools=True)
-    assert [t["function"]["name"] for t in model.calls[1].tools] == ["add", "subtract"]
+    assert [t.name for t in model.calls[1].tools] == ["add", "subtract"]
     await branch.operate(instruction="x")
     assert model.calls[2].tools == ()

@@ -239,7 +239,7 @@ async def test_native_tool_calls_run_with_act_then_the_model_answers() -> None:
     assert text_of(seen[3]) == "the product is 42"
     assert list(branch.msgs) == seen
     first, second = model.calls
-    assert [t["function"]["name"] for t in first.tools] == ["multiply"]
+    assert [t.name for t in first.tools] == ["multiply"]
     assert second.messages[-2:] == [request, response]
     [start] = rec.starts()
     assert [m.message for m in rec.messages()] == seen

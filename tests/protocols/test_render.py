@@ -14,12 +14,9 @@ from hypothesis import strategies as st
 
 from lionagi.errors import ConfigurationError
 from lionagi.protocols._render import (
-    _complete_tool_calls,
+    complete_tool_calls,
     instruction_text,
-    openai_tools_to_anthropic,
     schema_instruction,
-    to_anthropic_messages,
-    to_openai_messages,
 )
 from lionagi.protocols.messages import (
     ActionRequest,
@@ -29,6 +26,9 @@ from lionagi.protocols.messages import (
     Message,
     System,
 )
+from lionagi.protocols.tool_spec import ToolSpec
+from lionagi.service.providers._anthropic_render import anthropic_tool, to_anthropic_messages
+from lionagi.service.providers._openai_render import to_openai_messages
 
 SCHEMA = {"title": "Answer", "type": "object", "properties": {"value": {"type": "integer"}}}
 
@@ -183,7 +183,6 @@ def test_openai_request_at_the_start_opens_an_assistant_message() -> None:
 
 
 def test_unanswered_tool_calls_get_an_error_result_where_results_belong() -> None:
-    from lionagi.protocols._render import to_anthropic_messages
 
     history = [
         AssistantResponse(content="Working."),
@@ -299,19 +298,19 @@ def test_anthropic_merging_never_mutates_cached_parts() -> None:
     assert to_anthropic_messages([a, b])[1] == snapshot
 
 
-def test_openai_tools_to_anthropic() -> None:
+def test_tool_specs_read_wrapped_and_bare_schemas_and_render_for_anthropic() -> None:
     params = {"type": "object", "properties": {"x": {"type": "integer"}}}
     tools: list[dict[str, Any]] = [
         {"type": "function", "function": {"name": "f", "description": "F.", "parameters": params}},
         {"name": "g"},
     ]
 
-    assert openai_tools_to_anthropic(tools) == [
+    assert [anthropic_tool(ToolSpec.of(tool)) for tool in tools] == [
         {"name": "f", "description": "F.", "input_schema": params},
         {"name": "g", "input_schema": {"type": "object", "properties": {}}},
     ]
     with pytest.raises(ConfigurationError, match="function name"):
-        openai_tools_to_anthropic([{"type": "function", "function": {}}])
+        ToolSpec.of({"type": "function", "function": {}})
 
 
 # -- memoization ---------------------------------------------------------------------------
@@ -381,7 +380,7 @@ def test_anthropic_roles_always_alternate(kinds: list[str]) -> None:
     roles = [m["role"] for m in rendered]
     assert all(a != b for a, b in itertools.pairwise(roles))
     # every message, plus an error result for each call the history leaves unanswered
-    assert sum(len(m["content"]) for m in rendered) == len(_complete_tool_calls(messages))
+    assert sum(len(m["content"]) for m in rendered) == len(complete_tool_calls(messages))
 
 
 @given(_kinds)
@@ -400,9 +399,9 @@ def test_openai_keeps_every_message_in_order(kinds: list[str]) -> None:
         ActionRequest: "request",
         ActionResponse: "tool",
     }
-    expected = [names[type(m)] for m in _complete_tool_calls(messages)]
+    expected = [names[type(m)] for m in complete_tool_calls(messages)]
     assert flat == expected
-    assert [m for m in _complete_tool_calls(messages) if m in messages] == messages
+    assert [m for m in complete_tool_calls(messages) if m in messages] == messages
 
 
 def test_instruction_text_lists_tool_schemas_for_json_protocol_models() -> None:

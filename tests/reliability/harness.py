@@ -233,8 +233,9 @@ def history_violations(
 def wire_violations(history: Sequence[Message]) -> list[str]:
     """The next request built from ``history`` is one OpenAI and Anthropic accept: every tool
     call of an assistant message is answered by a tool result before anything else follows."""
-    from lionagi.protocols._render import to_anthropic_messages, to_openai_messages
     from lionagi.protocols.messages import Instruction
+    from lionagi.service.providers._anthropic_render import to_anthropic_messages
+    from lionagi.service.providers._openai_render import to_openai_messages
 
     found: list[str] = []
     messages = [*history, Instruction(instruction="next")]

@@ -8,7 +8,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from lionagi.protocols._render import schema_instruction, to_anthropic_messages
+from lionagi.protocols._render import schema_instruction
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -27,6 +27,7 @@ from lionagi.service.errors import (
     ServerError,
 )
 from lionagi.service.imodel import iModel
+from lionagi.service.providers._anthropic_render import to_anthropic_messages
 from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta, UsageChunk
 from tests.payloads import ANTHROPIC_USAGE as USAGE
 from tests.payloads import anthropic_message as message

@@ -10,7 +10,6 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from lionagi.protocols._render import to_openai_messages
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -30,6 +29,7 @@ from lionagi.service.errors import (
 )
 from lionagi.service.imodel import iModel
 from lionagi.service.providers._http import SSEDecoder, SSEEvent
+from lionagi.service.providers._openai_render import to_openai_messages
 from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta, UsageChunk
 from tests.payloads import DONE, USAGE_EVENT, chunk, completion
 from tests.service.http_server import AWAIT_CLOSE, DROP, HANG, Reply, ScriptedServer, sse

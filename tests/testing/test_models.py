@@ -40,7 +40,11 @@ from lionagi.service.types import (
 from lionagi.testing import FunctionModel, ScriptExhaustedError, TestModel, schema_example
 
 ASK = [Instruction(instruction="hello model")]
-TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+# in the normalized form tools reach a function model: wrapped, with a description
+TOOL = {
+    "type": "function",
+    "function": {"name": "add", "description": "", "parameters": {"type": "object"}},
+}
 
 
 async def collect(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:

@@ -8,13 +8,10 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lionagi.protocols._render import (
-    openai_tools_to_anthropic,
-    schema_instruction,
-    to_anthropic_messages,
-)
+from lionagi.protocols._render import schema_instruction
 from lionagi.protocols.messages import ToolCall, Usage
 from lionagi.service.errors import ProviderError
+from lionagi.service.providers._anthropic_render import anthropic_tool, to_anthropic_messages
 from lionagi.service.providers._http import (
     HTTPProvider,
     as_int,
@@ -95,7 +92,7 @@ class AnthropicProvider(HTTPProvider):
         if system is not None:
             body["system"] = system
         if request.tools:
-            body["tools"] = openai_tools_to_anthropic(request.tools)
+            body["tools"] = [anthropic_tool(tool) for tool in request.tools]
         body.update(request.options)
         if stream:
             body["stream"] = True

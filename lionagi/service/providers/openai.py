@@ -9,7 +9,6 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lionagi.protocols._render import to_openai_messages
 from lionagi.protocols.messages import ToolCall, Usage
 from lionagi.service.embeddings import Embeddings, openai_embeddings
 from lionagi.service.errors import ProviderError
@@ -20,6 +19,7 @@ from lionagi.service.providers._http import (
     preview,
     server_message_from,
 )
+from lionagi.service.providers._openai_render import openai_tool, to_openai_messages
 from lionagi.service.types import (
     FinalChunk,
     ModelRequest,
@@ -62,7 +62,7 @@ class OpenAIChatProvider(HTTPProvider):
             "messages": to_openai_messages(request.messages),
         }
         if request.tools:
-            body["tools"] = [_as_openai_tool(tool) for tool in request.tools]
+            body["tools"] = [openai_tool(tool) for tool in request.tools]
         if request.response_format is not None:
             schema = request.response_format
             title = schema.get("title")
@@ -231,12 +231,6 @@ class OpenAIChatProvider(HTTPProvider):
         return error_for_status(
             status, message, provider=self.name, model=self.model, key_hint=self._key_hint()
         )
-
-
-def _as_openai_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    if "function" in tool:
-        return dict(tool)
-    return {"type": "function", "function": dict(tool)}
 
 
 def _text(content: Any) -> str:
