@@ -95,6 +95,7 @@ def bench_peers(session: nox.Session) -> None:
         "anyio>=4.14",
         "pydantic>=2.7",
         "httpx>=0.27",
+        "httpx-sse>=0.4",
         "json-repair>=0.30",
         "docstring-parser>=0.16",
     )
@@ -106,3 +107,76 @@ def reliability(session: nox.Session) -> None:
     """Full-size reliability scenarios; writes docs/reliability.md."""
     _install(session)
     session.run("python", "-m", "benchmarks.reliability", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def integration(session: nox.Session) -> None:
+    """Opt-in: chat, streaming, tool rounds and structured output against a real
+    OpenAI-compatible server on 127.0.0.1 (llama-cpp-python's, on a small GGUF model).
+
+    Needs ``llama-cpp-python[server]`` installed in this session (``nox -s integration --
+    --install``, which builds it) and a model file named by ``LIONAGI_INTEGRATION_GGUF``.
+    Without either, the session is skipped and says what is missing.
+    """
+    import os
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    _install(session)
+    args = list(session.posargs)
+    if "--install" in args:
+        args.remove("--install")
+        session.install("llama-cpp-python[server]")
+    gguf = os.environ.get("LIONAGI_INTEGRATION_GGUF", "")
+    probe = "import llama_cpp.server"
+    if session.run("python", "-c", probe, success_codes=[0, 1], silent=True) is False:
+        session.skip(
+            "llama-cpp-python[server] is not installed: run `nox -s integration -- --install`"
+        )
+    if not gguf or not os.path.isfile(gguf):
+        session.skip("no model: set LIONAGI_INTEGRATION_GGUF to a small GGUF chat model file")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    python = os.path.join(session.bin, "python")
+    server = subprocess.Popen(
+        [
+            python,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            gguf,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--chat_format",
+            "chatml-function-calling",
+            "--n_ctx",
+            "4096",
+        ],
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/models", timeout=5).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    session.error("the llama.cpp server did not start")
+                time.sleep(1)
+        session.run(
+            "pytest",
+            "tests_integration",
+            "-p",
+            "no:cacheprovider",
+            *args,
+            env={"LIONAGI_INTEGRATION_BASE_URL": base},
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -17,6 +17,7 @@ from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations.turn import control_point
 from lionagi.protocols.context_providers import ProviderReport
 from lionagi.protocols.messages import Instruction, Message, System
+from lionagi.service._text import check_text, clean_json
 from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def build_instruction(
         )
     if instruction is None and guidance is None and context is None and not images:
         raise OperationError("nothing to ask: give an instruction, guidance, context or images")
+    check_caller_text(instruction=instruction, guidance=guidance, context=context)
     # Only the values given: a message keeps the set of fields it was built with, and seven
     # names instead of one or two make that set (and each Instruction) about 500 bytes larger.
     fields: dict[str, Any] = {}
@@ -95,6 +97,18 @@ def build_instruction(
         return Instruction(**fields)
     except ValueError as exc:  # pydantic: context that is not JSON, and the like
         raise OperationError(f"invalid instruction parameters: {exc}") from None
+
+
+def check_caller_text(**values: Any) -> None:
+    """Reject caller text with a lone surrogate (it could never be sent) before the turn."""
+    for name, value in values.items():
+        if isinstance(value, str):
+            check_text(value, name, OperationError)
+        elif value is not None and clean_json(value) is not value:
+            raise OperationError(
+                f"{name} holds a lone surrogate, which cannot be sent as UTF-8; decode its text "
+                "with errors='replace' (or fix its source) before passing it"
+            )
 
 
 def model_for(

@@ -29,6 +29,7 @@ from lionagi.operations.params import ActionStrategy
 from lionagi.operations.turn import control_point, current_scope, run_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, ToolCall
 from lionagi.protocols.tools import jsonable
+from lionagi.service._text import clean_json, clean_text
 from lionagi.session.signal import ToolFailed
 
 if TYPE_CHECKING:
@@ -209,7 +210,8 @@ async def _call(branch: Branch, request: ActionRequest, turn_id: UUID | None) ->
     try:
         await _authorize(branch, request)
         tool = branch.tools.get(request.function)
-        output: JsonValue = jsonable(await tool.call(request.arguments))
+        # escaped where it enters: a surrogateescape file name must not kill the history
+        output: JsonValue = clean_json(jsonable(await tool.call(request.arguments)))
     except Exception as exc:
         error: Exception = exc
         if not isinstance(exc, ToolError):
@@ -223,10 +225,10 @@ async def _call(branch: Branch, request: ActionRequest, turn_id: UUID | None) ->
             request_id=request.id,
             call_id=request.call_id,
             function=request.function,
-            output={"error": f"{type(exc).__name__}: {exc}"},
+            output={"error": clean_text(f"{type(exc).__name__}: {exc}")},
             is_error=True,
             error_type=type(exc).__name__,
-            error_message=str(exc),
+            error_message=clean_text(str(exc)),
         )
         return _Outcome(failed, error)
     response = ActionResponse(
@@ -270,7 +272,7 @@ async def _report_failure(
                 call_id=request.call_id,
                 function=request.function,
                 error_type=type(exc).__name__,
-                error_message=str(exc),
+                error_message=clean_text(str(exc)),
                 data=exc,
             )
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lionagi.operations._prepare import build_instruction, invoke_model, model_for
 from lionagi.operations.turn import run_in_turn
@@ -19,17 +19,28 @@ __all__ = ["chat", "record_response"]
 
 def record_response(branch: Branch, response: ModelResponse) -> AssistantResponse:
     """Record a model reply: the assistant message, then one ActionRequest per tool call."""
+    extras: dict[str, Any] = {}  # only what the reply has: it keeps messages small
+    if response.refusal is not None:
+        extras["refusal"] = response.refusal
+    if response.reasoning:
+        extras["reasoning"] = response.reasoning
     message = AssistantResponse(
         content=response.text,
         model=response.model,
         usage=response.usage,
         raw=response.raw,
+        **extras,
     )
     if not response.tool_calls:  # the common case; extend() of one message is add()
         branch.msgs.add(message)
         return message
     requests = [
-        ActionRequest(call_id=call.id, function=call.name, arguments=dict(call.arguments))
+        ActionRequest(
+            call_id=call.id,
+            function=call.name,
+            arguments=dict(call.arguments),
+            **({"provider_fields": dict(call.provider_fields)} if call.provider_fields else {}),
+        )
         for call in response.tool_calls
     ]
     branch.msgs.extend([message, *requests])

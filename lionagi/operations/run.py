@@ -36,6 +36,7 @@ from lionagi.protocols.messages import (
     AssistantResponse,
     Instruction,
     Message,
+    Reasoning,
     Usage,
 )
 from lionagi.service.errors import ProtocolError
@@ -43,6 +44,7 @@ from lionagi.service.imodel import iModel
 from lionagi.service.types import (
     FinalChunk,
     ModelResponse,
+    ReasoningEvent,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -188,6 +190,7 @@ class _PendingCall:
     id: str | None = None
     name: str | None = None
     arguments: list[str] = field(default_factory=list)
+    provider_fields: dict[str, Any] = field(default_factory=dict)
 
 
 class _Segmenter:
@@ -196,9 +199,21 @@ class _Segmenter:
     Text gathers until its segment ends (a complete text block, a tool call or result, or the
     final chunk). Tool-call deltas gather until anything else arrives, since their argument
     text comes in fragments; at the final chunk the provider's parsed calls are preferred.
+    Reasoning blocks ride on the next assistant message (an empty one before tool calls that
+    follow no text); a refusal on the last one.
     """
 
-    __slots__ = ("_answered", "_calls", "_model", "_requests", "_text", "_texted", "final", "usage")
+    __slots__ = (
+        "_answered",
+        "_calls",
+        "_model",
+        "_reasoning",
+        "_requests",
+        "_text",
+        "_texted",
+        "final",
+        "usage",
+    )
 
     def __init__(self, model: iModel) -> None:
         self._model = model
@@ -207,6 +222,7 @@ class _Segmenter:
         self._calls: dict[int, _PendingCall] = {}
         self._requests: dict[str, ActionRequest] = {}  # committed this call, by call id
         self._answered: set[str] = set()
+        self._reasoning: list[Reasoning] = []
         self.final: ModelResponse | None = None
         self.usage: Usage | None = None
 
@@ -228,7 +244,12 @@ class _Segmenter:
             pending.name = pending.name or chunk.name
             if chunk.arguments:
                 pending.arguments.append(chunk.arguments)
+            if chunk.provider_fields:
+                pending.provider_fields.update(chunk.provider_fields)
             return out
+        if isinstance(chunk, ReasoningEvent):
+            self._reasoning.append(chunk.reasoning)
+            return []
         if isinstance(chunk, ToolResultEvent):
             out = self._flush_text(None) + self._flush_calls(None)
             request = self._requests.get(chunk.call_id)
@@ -257,49 +278,66 @@ class _Segmenter:
             self.usage = response.usage
             if not self._texted and not self._text and response.text:
                 self._text.append(response.text)  # a provider that sent no text deltas
+            if not self._reasoning and not self._texted and response.reasoning:
+                self._reasoning.extend(response.reasoning)  # sent with no reasoning events
             return self._flush_text(response) + self._flush_calls(response)
         raise self._protocol(f"unexpected stream chunk {type(chunk).__name__}")
 
-    def _flush_text(self, final: ModelResponse | None) -> list[Message]:
+    def _flush_text(self, final: ModelResponse | None, *, empty: bool = False) -> list[Message]:
+        """The gathered text as a message; ``empty``: one even without text, to carry
+        reasoning. At the final chunk, a refusal makes a message too."""
         text = "".join(self._text)
         self._text.clear()
-        if not text:
+        refusal = None if final is None else final.refusal
+        if not text and not refusal and not (empty and self._reasoning):
             return []
-        self._texted = True
+        self._texted = self._texted or bool(text)
+        extras: dict[str, Any] = {}
+        if self._reasoning:
+            extras["reasoning"] = tuple(self._reasoning)
+            self._reasoning.clear()
         if final is None:
-            return [AssistantResponse(content=text, model=self._model.model)]
+            return [AssistantResponse(content=text, model=self._model.model, **extras)]
+        if refusal is not None:
+            extras["refusal"] = refusal
         return [
             AssistantResponse(
-                content=text, model=final.model or self._model.model, usage=final.usage
+                content=text, model=final.model or self._model.model, usage=final.usage, **extras
             )
         ]
 
     def _flush_calls(self, final: ModelResponse | None) -> list[Message]:
-        parsed = {} if final is None else {call.id: call for call in final.tool_calls}
-        out: list[Message] = []
+        parsed: dict[str, Any] = {}
+        if final is not None:  # a call without an id is known by its place, as in deltas
+            parsed = {call.id or f"call_{i}": call for i, call in enumerate(final.tool_calls)}
+        out: list[Message] = self._flush_text(None, empty=True) if self._calls or parsed else []
         for index in sorted(self._calls):
             pending = self._calls[index]
             call_id = pending.id or f"call_{index}"
             known = parsed.get(call_id)
+            fields = pending.provider_fields
             if known is not None:
                 name, arguments = known.name, dict(known.arguments)
+                fields = dict(known.provider_fields) or fields
             else:
                 name, arguments = self._assemble(call_id, pending)
-            out.append(self._request(call_id, name, arguments))
+            out.append(self._request(call_id, name, arguments, fields))
         self._calls.clear()
         # calls of a provider that sent no tool-call deltas
-        whole = () if final is None else final.tool_calls
         out.extend(
-            self._request(call.id, call.name, dict(call.arguments))
-            for call in whole
-            if call.id not in self._requests
+            self._request(call_id, call.name, dict(call.arguments), dict(call.provider_fields))
+            for call_id, call in parsed.items()
+            if call_id not in self._requests
         )
         return out
 
-    def _request(self, call_id: str, name: str, arguments: dict[str, Any]) -> ActionRequest:
+    def _request(
+        self, call_id: str, name: str, arguments: dict[str, Any], fields: dict[str, Any]
+    ) -> ActionRequest:
         if call_id in self._requests:
             raise self._protocol(f"tool call id {call_id!r} was used twice in one reply")
-        request = ActionRequest(call_id=call_id, function=name, arguments=arguments)
+        extra = {"provider_fields": fields} if fields else {}
+        request = ActionRequest(call_id=call_id, function=name, arguments=arguments, **extra)
         self._requests[call_id] = request
         return request
 

@@ -27,10 +27,12 @@ __all__ = [
     "output_text",
     "render_cache",
     "schema_instruction",
+    "schema_is_asked",
     "tools_instruction",
 ]
 
 _TEXT = "text"
+_BARE_TEXT = "text:no-schema"
 
 
 def render_cache(message: Message) -> dict[str, Any]:
@@ -52,6 +54,13 @@ def schema_instruction(schema: Mapping[str, Any]) -> str:
     )
 
 
+def schema_is_asked(messages: Sequence[Message], schema: Mapping[str, Any] | None) -> bool:
+    """Whether an instruction of ``messages`` already asks for ``schema`` in its text."""
+    return schema is not None and any(
+        isinstance(m, Instruction) and m.response_format == schema for m in messages
+    )
+
+
 def tools_instruction(tool_schemas: Sequence[ToolSpec | Mapping[str, Any]]) -> str:
     """The paragraph listing the tools a model may request in its JSON answer (for models
     without native tool calling); native tools are sent in the request instead."""
@@ -64,9 +73,11 @@ def tools_instruction(tool_schemas: Sequence[ToolSpec | Mapping[str, Any]]) -> s
     return "\n".join(lines)
 
 
-def instruction_text(ins: Instruction) -> str:
-    """The text a user turn carries: instruction, guidance, context and the schema request."""
-    cached = render_cache(ins).get(_TEXT)
+def instruction_text(ins: Instruction, *, with_schema: bool = True) -> str:
+    """The text a user turn carries: instruction, guidance, context and (unless the request
+    sends the schema natively, ``with_schema=False``) the schema request."""
+    key = _TEXT if with_schema else _BARE_TEXT
+    cached = render_cache(ins).get(key)
     if cached is not None:
         return str(cached)
     parts: list[str] = []
@@ -83,10 +94,10 @@ def instruction_text(ins: Instruction) -> str:
         parts.append(f"Context:\n{context}")
     if ins.tool_schemas:
         parts.append(tools_instruction(ins.tool_schemas))
-    if ins.response_format is not None:
+    if ins.response_format is not None and with_schema:
         parts.append(schema_instruction(ins.response_format))
     text = "\n\n".join(parts)
-    render_cache(ins)[_TEXT] = text
+    render_cache(ins)[key] = text
     return text
 
 

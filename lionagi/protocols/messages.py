@@ -25,6 +25,7 @@ __all__ = [
     "Message",
     "MessageManager",
     "MessageUnion",
+    "Reasoning",
     "System",
     "ToolCall",
     "Usage",
@@ -70,13 +71,33 @@ class Usage(BaseModel):
 
 
 class ToolCall(BaseModel):
-    """One tool call requested by a model: provider call id, function name, parsed arguments."""
+    """One tool call requested by a model: provider call id, function name, parsed arguments.
+
+    ``provider_fields`` are fields the provider attached to the call that must be sent back
+    with it unchanged (Gemini's ``extra_content`` with its thought signature).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    provider_fields: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class Reasoning(BaseModel):
+    """A reasoning block of a reply (Anthropic ``thinking`` / ``redacted_thinking``).
+
+    ``text`` is the readable part (empty when redacted); ``block`` the provider's block as it
+    came, which ``format``'s provider requires back verbatim in later requests (Anthropic
+    rejects a tool-use turn whose thinking is missing). Other providers ignore it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: str
+    text: str = ""
+    block: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 class Message(BaseModel):
@@ -161,7 +182,9 @@ class AssistantResponse(Message):
     """A model's reply: its text, the raw provider payload and usage.
 
     Tool calls the model asked for are recorded as the :class:`ActionRequest` messages that
-    follow this one; rendering folds them back into the assistant turn.
+    follow this one; rendering folds them back into the assistant turn. ``refusal`` holds the
+    model's refusal text when it declined (OpenAI ``refusal``); ``reasoning`` the reasoning
+    blocks a provider needs sent back.
     """
 
     kind: Literal["assistant"] = "assistant"
@@ -169,6 +192,8 @@ class AssistantResponse(Message):
     model: str | None = None
     usage: Usage | None = None
     raw: JsonValue = None
+    refusal: str | None = None
+    reasoning: tuple[Reasoning, ...] = ()
 
     @property
     def role(self) -> str:
@@ -183,6 +208,7 @@ class ActionRequest(Message):
     call_id: str
     function: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    provider_fields: dict[str, JsonValue] = Field(default_factory=dict)
 
     @property
     def role(self) -> str:

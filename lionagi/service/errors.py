@@ -66,15 +66,14 @@ class ServerError(ProviderError):
 
 
 class ProtocolError(ProviderError):
-    """The provider answered in a shape we cannot read: malformed SSE or JSON, a broken stream."""
+    """The provider answered in a shape we cannot read: malformed SSE or JSON, a field of the
+    wrong type, a stream that ends early. The message names the field."""
 
 
-class ProviderConnectionError(ProtocolError):
-    """The connection to the provider was refused, reset or could not be resolved (DNS).
-
-    The request got no (complete) answer; retry policies retry it. It is a
-    :class:`ProtocolError` too, which is what these failures were reported as before.
-    """
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached, or the connection broke off: refused, reset, closed
+    early, DNS failure. The request got no (complete) answer; retry policies retry it. Not a
+    :class:`ProtocolError`: nothing malformed was answered, the server was not there."""
 
 
 class ProviderTimeout(ProviderError, TimeoutError):

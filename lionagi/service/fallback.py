@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import ConfigurationError
+from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service.retry import DEFAULT_RETRY, RetryHook
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ async def invoke_with_fallback(
     primary: iModel,
     messages: Sequence[Message],
     *,
-    tools: Sequence[Mapping[str, Any]],
+    tools: Sequence[ToolSpec | Mapping[str, Any]],
     response_format: type[BaseModel] | Mapping[str, Any] | None,
     session_id: str | None,
     on_retry: RetryHook | None,

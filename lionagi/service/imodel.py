@@ -11,7 +11,7 @@ many attempts it took.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import anyio
 from pydantic import BaseModel, SecretStr
@@ -33,7 +33,13 @@ from lionagi.service.ratelimit import (
     estimate_tokens,
 )
 from lionagi.service.retry import DEFAULT_RETRY, RetryHook, RetryPolicy, call_with_retry
-from lionagi.service.types import FinalChunk, ModelRequest, ModelResponse, StreamChunk
+from lionagi.service.types import (
+    FinalChunk,
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    StructuredOutput,
+)
 
 __all__ = ["DEFAULT_EMBED_BATCH", "DEFAULT_TIMEOUT", "iModel"]
 
@@ -60,8 +66,13 @@ class iModel:
     key comes from ``api_key`` or the provider's usual environment variable and is held as
     ``SecretStr``. ``timeout`` (seconds, ``None`` for none) bounds a whole ``invoke`` and the
     wait for each chunk of a ``stream``.
-    ``concurrency_limit`` caps calls in flight on this model object. Other keyword arguments
-    are request defaults (``temperature=0.2``...), overridable per call.
+    ``concurrency_limit`` caps calls in flight on this model object. ``structured_output``
+    says how a ``response_format`` is asked for (``"json_schema"``, ``"json_object"`` or
+    ``"prompt"``; by default what the provider preset supports: see
+    :data:`~lionagi.service.types.StructuredOutput`). HTTP providers also take ``limits=``
+    (``httpx.Limits``, default 100 connections) and ``http_client=`` (a function returning
+    the ``httpx.AsyncClient`` to use in each event loop). Other keyword arguments are request
+    defaults (``temperature=0.2``...), overridable per call.
 
     Resilience, per model object and so shared by every Branch that uses it:
 
@@ -73,6 +84,9 @@ class iModel:
     - ``fallback``: models tried in order when this one fails for good with a retryable error
       (or one of ``fallback_on``); the reply's ``provider``/``model`` say which answered.
     - ``clock``: where retries and rate limits read time and sleep (anyio's by default).
+
+    ``async with iModel(...) as model:`` closes the model's connections on exit (the same as
+    ``await model.aclose()``).
     """
 
     def __init__(
@@ -92,6 +106,7 @@ class iModel:
         fallback: Sequence[iModel] = (),
         fallback_on: tuple[type[BaseException], ...] = (),
         clock: Clock | None = None,
+        structured_output: StructuredOutput | None = None,
         **request_defaults: Any,
     ) -> None:
         if timeout is not None and (
@@ -129,6 +144,10 @@ class iModel:
         self._provider_settings: dict[str, Any] = {}
         if isinstance(provider, Provider):
             self.provider = provider
+            if structured_output is not None:
+                raise ConfigurationError(
+                    "pass structured_output= to the Provider instance, not to iModel"
+                )
         else:
             name, model_name = _split_names(provider, model)
             name = _endpoint_provider(name, request_defaults.pop("endpoint", None))
@@ -139,6 +158,8 @@ class iModel:
             }
             self.request_defaults = dict(request_defaults)
             self._provider_settings = {**presets, **settings}
+            if structured_output is not None:
+                self._provider_settings["structured_output"] = structured_output
             self.provider = cls(
                 model=model_name,
                 api_key=api_key,
@@ -183,6 +204,11 @@ class iModel:
     def supports_native_tools(self) -> bool:
         return self.provider.supports_native_tools
 
+    @property
+    def structured_output(self) -> StructuredOutput:
+        """How this model asks for a ``response_format`` (see ``StructuredOutput``)."""
+        return self.provider.structured_output
+
     def __repr__(self) -> str:
         return f"iModel(provider={self.provider_name!r}, model={self.model!r})"
 
@@ -217,6 +243,7 @@ class iModel:
             response_format=schema,
             options=merged,
             session_id=session_id,
+            structured_output=self.provider.structured_output,
         )
 
     async def invoke(
@@ -567,6 +594,7 @@ class iModel:
         settings = dict(data.get("provider_settings") or {})
         defaults = dict(data.get("request_defaults") or {})
         base_url = settings.pop("base_url", None)
+        structured_output = settings.pop("structured_output", None)
         if not isinstance(provider, str):
             raise ConfigurationError(f"iModel.from_dict: provider must be a name, got {provider!r}")
         known = provider_class(provider, base_url=base_url)[0].setting_names
@@ -589,12 +617,23 @@ class iModel:
             interval=data.get("interval", 60.0),
             queue_capacity=data.get("queue_capacity"),
             fallback=[cls.from_dict(item) for item in data.get("fallback") or ()],
+            structured_output=structured_output,
             **settings,
             **defaults,
         )
 
     async def aclose(self) -> None:
-        await self.provider.aclose()
+        """Close the provider's connections in this event loop. Safe to call more than once.
+
+        Shielded: a cancelled caller still closes (closing is brief and local)."""
+        with anyio.CancelScope(shield=True):
+            await self.provider.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 def _retry_policy(retry: object) -> RetryPolicy | None:

@@ -8,19 +8,32 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from lionagi.protocols.messages import Message, ToolCall, Usage
+from lionagi.protocols.messages import Message, Reasoning, ToolCall, Usage
 from lionagi.protocols.tool_spec import ToolSpec
 
 __all__ = [
+    "STRUCTURED_OUTPUT_MODES",
     "FinalChunk",
     "ModelRequest",
     "ModelResponse",
+    "ReasoningEvent",
     "StreamChunk",
+    "StructuredOutput",
     "TextDelta",
     "ToolCallDelta",
     "ToolResultEvent",
     "UsageChunk",
 ]
+
+
+StructuredOutput: TypeAlias = Literal["json_schema", "json_object", "prompt"]
+"""How a ``response_format`` is asked for: ``"json_schema"`` sends the schema as the provider's
+native structured-output setting (OpenAI ``response_format: json_schema``), ``"json_object"``
+asks for any JSON object natively and states the schema in the prompt (servers such as
+llama.cpp's that take only that), ``"prompt"`` states the schema in the prompt only. The schema
+is sent once either way."""
+
+STRUCTURED_OUTPUT_MODES: tuple[StructuredOutput, ...] = ("json_schema", "json_object", "prompt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +42,8 @@ class ModelRequest:
 
     ``messages`` is the conversation to send, system first. Providers render it to their wire
     format and must treat it as read-only. ``tools`` are neutral :class:`ToolSpec`\ s;
-    ``response_format`` a JSON schema (with a ``title``) the reply should follow.
+    ``response_format`` a JSON schema (with a ``title``) the reply should follow, asked for as
+    ``structured_output`` says (see :data:`StructuredOutput`).
     """
 
     model: str
@@ -38,11 +52,18 @@ class ModelRequest:
     response_format: dict[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     session_id: str | None = None
+    structured_output: StructuredOutput = "json_schema"
 
 
 class ModelResponse(BaseModel):
     """A complete model reply.
 
+    ``finish_reason`` is the provider's own stop reason (``"stop"``, ``"length"``,
+    ``"tool_calls"``, ``"end_turn"``, ``"max_tokens"``, ``"pause_turn"``...). ``refusal`` is the
+    model's refusal text when it declined to answer. ``reasoning`` holds reasoning blocks the
+    provider needs back in later requests. ``usage`` follows one convention for every
+    provider: ``input_tokens`` is the whole prompt, of which ``cached_input_tokens`` were read
+    from and ``cache_write_tokens`` written to a prompt cache.
     ``attempts`` is how many requests the call sent to get it (retries included);
     ``provider``/``model`` name the model that answered (a fallback model, when one did).
     """
@@ -51,6 +72,8 @@ class ModelResponse(BaseModel):
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    refusal: str | None = None
+    reasoning: tuple[Reasoning, ...] = ()
     usage: Usage = Field(default_factory=Usage)
     model: str | None = None
     provider: str | None = None
@@ -73,7 +96,9 @@ class TextDelta(BaseModel):
 class ToolCallDelta(BaseModel):
     """Part of a tool call. ``index`` groups deltas; ``id``/``name`` arrive once, ``arguments``
     is a fragment of the JSON argument text. A provider that receives whole tool calls sends one
-    delta holding all of it."""
+    delta holding all of it. A provider that sends no call id gets one made up
+    (``call_<index>``) on the first delta, so every delta and the final call agree.
+    ``provider_fields`` are fields to send back with the call (see ``ToolCall``)."""
 
     model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["tool_call"] = "tool_call"
@@ -81,6 +106,7 @@ class ToolCallDelta(BaseModel):
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+    provider_fields: dict[str, JsonValue] | None = None
 
 
 class ToolResultEvent(BaseModel):
@@ -91,6 +117,14 @@ class ToolResultEvent(BaseModel):
     call_id: str
     output: JsonValue = None
     is_error: bool = False
+
+
+class ReasoningEvent(BaseModel):
+    """A finished reasoning block (sent when the block ends, before what follows it)."""
+
+    model_config = ConfigDict(frozen=True)
+    type: Literal["reasoning"] = "reasoning"
+    reasoning: Reasoning
 
 
 class UsageChunk(BaseModel):
@@ -109,4 +143,6 @@ class FinalChunk(BaseModel):
     response: ModelResponse
 
 
-StreamChunk: TypeAlias = TextDelta | ToolCallDelta | ToolResultEvent | UsageChunk | FinalChunk
+StreamChunk: TypeAlias = (
+    TextDelta | ToolCallDelta | ToolResultEvent | ReasoningEvent | UsageChunk | FinalChunk
+)

@@ -203,7 +203,8 @@ async def test_cli_tools_become_requests_and_responses(
     assert list(branch.msgs) == seen
     [end] = rec.terminals()
     assert isinstance(end, RunEnd)
-    assert (end.input_tokens, end.output_tokens, end.total_cost_usd) == (11, 7, 0.0125)
+    # whole prompt: 11 uncached + 5 cache reads + 3 cache writes
+    assert (end.input_tokens, end.output_tokens, end.total_cost_usd) == (19, 7, 0.0125)
     assert branch._resume_ids == {"claude_code": "fake-session-1"}
     assert len(spawned) == 1
     assert_reaped(spawned[0])

@@ -147,7 +147,7 @@ STREAM_FAULTS: dict[str, tuple[Reply, type[ProviderError], list[str]]] = {
     "stream 500": (_error(500, "boom"), ServerError, ["Instruction"]),
     "dropped mid-stream": (
         Reply(events=[chunk({"content": "Hel"}), DROP]),
-        ProtocolError,
+        ProviderConnectionError,
         ["Instruction"],
     ),
     "malformed SSE": (
@@ -234,7 +234,7 @@ async def test_http_fault_in_streamed_run(server: ScriptedServer, fault: str) ->
     await model.aclose()
 
 
-async def test_connection_refused_is_a_protocol_error_and_the_branch_recovers(
+async def test_connection_refused_is_a_connection_error_and_the_branch_recovers(
     server: ScriptedServer,
 ) -> None:
     with socket.socket() as probe:  # a port that nothing listens on
@@ -245,7 +245,7 @@ async def test_connection_refused_is_a_protocol_error_and_the_branch_recovers(
     server.reply(completion())
     branch, recorder, _ = observed_branch(chat_model=dead)
     tasks = len(anyio.get_running_tasks())
-    with pytest.raises(ProtocolError, match="cannot connect") as caught:
+    with pytest.raises(ProviderConnectionError, match="cannot connect") as caught:
         await branch.chat_and_record("hi")
     assert_failed_turn(branch, recorder, caught.value, tasks=tasks)
     branch.chat_model = live

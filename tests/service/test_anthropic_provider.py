@@ -21,6 +21,7 @@ from lionagi.service.errors import (
     AuthenticationError,
     BadRequestError,
     ProtocolError,
+    ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
     RateLimitError,
@@ -356,13 +357,13 @@ async def test_stream_error_status(server: ScriptedServer) -> None:
     await model.aclose()
 
 
-async def test_stream_that_breaks_midway(server: ScriptedServer) -> None:
+async def test_stream_that_breaks_midway_is_a_connection_error(server: ScriptedServer) -> None:
     server.reply(Reply(events=[*start_events(), *text_block(0, "Hel")[:2], DROP]))
     model = model_for(server)
     stream = model.stream(history())
 
     first = await stream.__anext__()
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProviderConnectionError):
         await stream.__anext__()
 
     assert first == TextDelta(text="Hel")

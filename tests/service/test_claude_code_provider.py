@@ -52,8 +52,10 @@ async def test_invoke_returns_result_usage_and_session(
     assert response.model == "claude-sonnet-fake"
     assert response.finish_reason == "success"
     assert response.tool_calls == ()
+    # the CLI reports 11 uncached input tokens beside 5 read from and 3 written to the cache;
+    # the shared convention counts the whole prompt
     assert response.usage == Usage(
-        input_tokens=11,
+        input_tokens=19,
         output_tokens=7,
         cached_input_tokens=5,
         cache_write_tokens=3,

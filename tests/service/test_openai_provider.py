@@ -22,13 +22,13 @@ from lionagi.service.errors import (
     AuthenticationError,
     BadRequestError,
     ProtocolError,
+    ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
     RateLimitError,
     ServerError,
 )
 from lionagi.service.imodel import iModel
-from lionagi.service.providers._http import SSEDecoder, SSEEvent
 from lionagi.service.providers._openai_render import to_openai_messages
 from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta, UsageChunk
 from tests.payloads import DONE, USAGE_EVENT, chunk, completion
@@ -273,12 +273,12 @@ async def test_server_that_never_answers_times_out(server: ScriptedServer) -> No
     await model.aclose()
 
 
-async def test_connection_refused_is_a_protocol_error() -> None:
+async def test_connection_refused_is_a_connection_error() -> None:
     with socket.socket() as unused:  # bound, never listening: connections are refused
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
         model = iModel("openai", "gpt-test", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY)
-        with pytest.raises(ProtocolError, match="cannot connect") as caught:
+        with pytest.raises(ProviderConnectionError, match="cannot connect") as caught:
             await model.invoke(history())
     assert KEY not in str(caught.value)
     await model.aclose()
@@ -430,13 +430,13 @@ async def test_error_payload_inside_a_stream(server: ScriptedServer) -> None:
     await model.aclose()
 
 
-async def test_stream_that_breaks_midway(server: ScriptedServer) -> None:
+async def test_stream_that_breaks_midway_is_a_connection_error(server: ScriptedServer) -> None:
     server.reply(Reply(events=[chunk({"content": "Hel"}), DROP]))
     model = model_for(server)
     stream = model.stream(history())
 
     first = await stream.__anext__()
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProviderConnectionError):
         await stream.__anext__()
 
     assert first == TextDelta(text="Hel")
@@ -492,7 +492,7 @@ async def test_model_is_reusable_after_errors(server: ScriptedServer) -> None:
     )
     model = model_for(server)
 
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProviderConnectionError):
         await collect(model, history())
     response = await model.invoke(history())
 
@@ -542,28 +542,3 @@ def test_same_model_on_asyncio_then_trio(server: ScriptedServer) -> None:
 
 
 # -- SSE decoding ----------------------------------------------------------------------
-
-
-def test_sse_decoder_rules() -> None:
-    decoder = SSEDecoder()
-    lines = [
-        ": comment",
-        "event: delta",
-        "data: first",
-        "data:second",
-        "id: 1",
-        "",
-        "",  # a blank line with nothing pending dispatches nothing
-        "data",  # a field name without a colon is an empty value
-        "",
-        "event: ping",
-        "",  # an event without data is dropped
-        "data: [DONE]",
-        "",
-    ]
-    events = [e for e in map(decoder.feed, lines) if e is not None]
-    assert events == [
-        SSEEvent("delta", "first\nsecond"),
-        SSEEvent("message", ""),
-        SSEEvent("message", "[DONE]"),
-    ]

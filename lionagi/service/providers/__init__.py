@@ -40,6 +40,8 @@ PROVIDERS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "base_url": "https://api.groq.com/openai/v1",
             "api_key_env": "GROQ_API_KEY",
             "name": "groq",
+            # json_schema only on some Groq models; a JSON object on all of them
+            "structured_output": "json_object",
         },
     ),
     "openai_responses": (

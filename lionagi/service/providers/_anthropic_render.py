@@ -1,10 +1,10 @@
-"""Rendering a history as Anthropic Messages content blocks and tools."""
+"""Rendering a request as an Anthropic Messages body: content blocks, tools, options."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import ConfigurationError
 from lionagi.protocols._render import (
@@ -12,6 +12,8 @@ from lionagi.protocols._render import (
     instruction_text,
     output_text,
     render_cache,
+    schema_instruction,
+    schema_is_asked,
 )
 from lionagi.protocols.messages import (
     ActionRequest,
@@ -22,10 +24,64 @@ from lionagi.protocols.messages import (
     System,
 )
 from lionagi.protocols.tool_spec import ToolSpec
+from lionagi.service._options import apply_options
 
-__all__ = ["anthropic_tool", "to_anthropic_messages"]
+if TYPE_CHECKING:
+    from lionagi.service.types import ModelRequest
 
+__all__ = ["DEFAULT_MAX_TOKENS", "anthropic_body", "anthropic_tool", "to_anthropic_messages"]
+
+DEFAULT_MAX_TOKENS = 4096
 _ANTHROPIC = "anthropic"
+
+
+def _stop_sequences(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+# common option names Anthropic spells differently, and those it has no counterpart for
+_RENAMES = {"stop": ("stop_sequences", _stop_sequences)}
+_REFUSED = {
+    "seed": "no sampling seed",
+    "presence_penalty": "no presence penalty",
+    "frequency_penalty": "no frequency penalty",
+    "logit_bias": "no logit bias",
+    "logprobs": "no log probabilities",
+    "top_logprobs": "no log probabilities",
+    "n": "one reply per request",
+    "response_format": "structured output is asked for in the prompt",
+    "max_completion_tokens": "the name is max_tokens",
+}
+
+
+def anthropic_body(request: ModelRequest, *, stream: bool, provider: str) -> dict[str, Any]:
+    """The Messages body for ``request``; ``max_tokens`` defaults to 4096.
+
+    Anthropic has no JSON-object mode, so a ``response_format`` is asked for in the prompt:
+    by the instruction that carries it, else by a paragraph of the system text.
+    """
+    system, messages = to_anthropic_messages(request.messages)
+    schema = request.response_format
+    if schema is not None and not schema_is_asked(request.messages, schema):
+        note = schema_instruction(schema)
+        system = note if system is None else f"{system}\n\n{note}"
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": DEFAULT_MAX_TOKENS,
+        "messages": messages,
+    }
+    if system is not None:
+        body["system"] = system
+    if request.tools:
+        body["tools"] = [anthropic_tool(tool) for tool in request.tools]
+    apply_options(body, request.options, provider=provider, renames=_RENAMES, refused=_REFUSED)
+    if stream:
+        body["stream"] = True
+    else:
+        body.pop("stream", None)
+    return body
+
+
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
 
 
@@ -61,7 +117,10 @@ def _anthropic_part(message: Message) -> tuple[str, list[dict[str, Any]]]:
         role = "user"
     elif isinstance(message, AssistantResponse):
         role = "assistant"
-        blocks = [{"type": "text", "text": message.content}] if message.content else []
+        # thinking goes back first and verbatim: Anthropic checks its signature
+        blocks = [dict(r.block) for r in message.reasoning if r.format == _ANTHROPIC and r.block]
+        if message.content:
+            blocks.append({"type": "text", "text": message.content})
     elif isinstance(message, ActionRequest):
         role = "assistant"
         blocks = [

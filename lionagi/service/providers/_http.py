@@ -3,27 +3,34 @@
 Every httpx failure and every non-2xx answer is translated into
 :mod:`lionagi.service.errors` here and nowhere else. Headers are built per request, so the API
 key lives only in the provider's ``SecretStr`` and in the outgoing request; error messages are
-scrubbed of it in case a server echoes it back.
+scrubbed of it (whole or in part) before they are cut short, in case a server echoes it back.
+Server-sent events are decoded by ``httpx-sse``. Text that enters from a server passes
+:func:`clean_json`, so a lone surrogate never reaches the history.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import ssl
 import time
 from abc import abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import httpx
 from anyio.lowlevel import current_token
+from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
+from lionagi.service._scrub import Scrubber
+from lionagi.service._text import clean_json
 from lionagi.service.errors import (
     AuthenticationError,
     BadRequestError,
@@ -34,20 +41,67 @@ from lionagi.service.errors import (
     RateLimitError,
     ServerError,
 )
+from lionagi.service.providers._usage import as_int
 from lionagi.service.providers.base import Provider
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "HTTPProvider",
-    "SSEDecoder",
     "SSEEvent",
     "as_int",
     "error_for_status",
     "preview",
     "server_message_from",
+    "shared_ssl_context",
+    "status_of_error",
 ]
 
 _BAD_REQUEST = frozenset({400, 404, 409, 413, 422})
 _MAX_DETAIL = 500
+
+#: connection limits of each model's client unless ``limits=`` says otherwise (httpx's own)
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+
+# error "type" of an OpenAI- or Anthropic-style error payload -> the HTTP status it stands for
+_ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "overloaded_error": 529,
+}
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One verifying SSL context for the whole process (building one costs tens of ms).
+
+    httpx would otherwise build a fresh context for every client, so for every event loop a
+    model is used in, even for ``http://`` URLs.
+    """
+    return httpx.create_ssl_context()
+
+
+def status_of_error(error: Any, default: int = 500) -> int:
+    """The HTTP status an in-body error payload stands for: its ``status_code`` or ``status``
+    (Groq), a numeric ``code`` (OpenRouter), else its ``type`` (OpenAI, Anthropic)."""
+    if isinstance(error, dict):
+        for key in ("status_code", "status", "code"):
+            value = error.get(key)
+            if isinstance(value, str) and value.isdigit():
+                value = int(value)
+            if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
+                return value
+        kind = error.get("type")
+        if isinstance(kind, str) and kind in _ERROR_TYPE_STATUS:
+            return _ERROR_TYPE_STATUS[kind]
+    return default
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,41 +110,6 @@ class SSEEvent:
 
     event: str
     data: str
-
-
-class SSEDecoder:
-    """Incremental server-sent-events parser fed one line at a time (line ends removed).
-
-    Follows the EventSource rules that matter for model APIs: ``data:`` lines accumulate
-    (joined by newlines), ``event:`` names the event, lines starting with ``:`` are comments,
-    a blank line dispatches, events without data are dropped.
-    """
-
-    __slots__ = ("_data", "_event")
-
-    def __init__(self) -> None:
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, line: str) -> SSEEvent | None:
-        if not line:
-            if not self._data:
-                self._event = ""
-                return None
-            event = SSEEvent(self._event or "message", "\n".join(self._data))
-            self._event = ""
-            self._data = []
-            return event
-        if line.startswith(":"):
-            return None
-        field, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            self._data.append(value)
-        elif field == "event":
-            self._event = value
-        return None  # "id", "retry" and unknown fields do not matter here
 
 
 def error_for_status(
@@ -118,14 +137,16 @@ def error_for_status(
     return ProviderError(detail, provider=provider, model=model, status=status)
 
 
-def _server_message(response: httpx.Response) -> str:
-    """The server's own error message from a JSON body, else the start of the body text."""
+def _server_message(response: httpx.Response, scrub: Callable[[str], str]) -> str:
+    """The server's own error message from a JSON body, else the start of the body text;
+    scrubbed of the key before it is cut short."""
     try:
-        body = response.json()
-    except ValueError:
-        text = response.text.strip()
+        body = clean_json(response.json())
+    except (ValueError, RecursionError):
+        text = scrub(clean_json(response.text).strip())
         return text[:_MAX_DETAIL] if text else (response.reason_phrase or "no error message")
-    return server_message_from(body) or json.dumps(body, ensure_ascii=False)[:_MAX_DETAIL]
+    message = server_message_from(body) or json.dumps(body, ensure_ascii=False)
+    return scrub(message)[:_MAX_DETAIL]
 
 
 def server_message_from(body: Any) -> str | None:
@@ -166,24 +187,51 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
-def _new_client(timeout: float | None) -> httpx.AsyncClient:
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False)
+ClientFactory = Callable[[], httpx.AsyncClient]
+"""Makes the ``httpx.AsyncClient`` a model uses in one event loop (called once per loop)."""
 
 
 class HTTPProvider(Provider):
     """A provider that speaks JSON over HTTP, with SSE streams.
 
     Holds one ``httpx.AsyncClient`` per event loop (created on first use with the provider's
-    timeout), so a provider moves between ``anyio.run`` calls and backends. Pooled connections
-    belong to their loop: call :meth:`aclose` before a loop ends, otherwise its client is only
-    dropped and the garbage collector reclaims its sockets (with a ``ResourceWarning``).
+    timeout and the process's one SSL context), so a provider moves between ``anyio.run`` calls
+    and backends. Pooled connections belong to their loop: close the model (``async with
+    iModel(...)`` or :meth:`aclose`) before a loop ends, otherwise its client is only dropped
+    and the garbage collector reclaims its sockets (with a ``ResourceWarning``).
+
+    Settings: ``limits`` (an ``httpx.Limits``; default :data:`DEFAULT_LIMITS`, at most 100
+    connections per model) and ``http_client`` (a function returning the
+    ``httpx.AsyncClient`` to use, called once per event loop: for proxies, custom transports,
+    certificates; the provider still sets each request's URL and headers, the client's own
+    timeouts and limits apply, and the model's ``timeout`` still bounds every call).
     Subclasses supply :meth:`_headers` and the wire format.
     """
 
+    setting_names: ClassVar[tuple[str, ...]] = ("limits", "http_client")
+
     def __init__(self, **kwargs: Any) -> None:
+        limits = kwargs.get("limits")
+        factory = kwargs.get("http_client")
+        if limits is not None and not isinstance(limits, httpx.Limits):
+            raise ConfigurationError(
+                f"limits must be an httpx.Limits, got {type(limits).__name__}: {limits!r:.80}"
+            )
+        if factory is not None and not callable(factory):
+            raise ConfigurationError(
+                "http_client must be a function returning an httpx.AsyncClient, got "
+                f"{type(factory).__name__}"
+            )
         super().__init__(**kwargs)
+        self.limits: httpx.Limits = limits or DEFAULT_LIMITS
+        self.http_client: ClientFactory | None = factory
         self._clients: LoopBound[httpx.AsyncClient] = LoopBound(self._make_client, _always)
         self._client_loop: object = None
+        self._scrubber = Scrubber(None if self.api_key is None else self.api_key.get_secret_value())
+
+    def config(self) -> dict[str, Any]:
+        """Settings needed to rebuild this provider, without secrets or live objects."""
+        return {k: v for k, v in super().config().items() if k not in ("limits", "http_client")}
 
     # -- wiring ------------------------------------------------------------------------
     @abstractmethod
@@ -197,7 +245,20 @@ class HTTPProvider(Provider):
 
     def _make_client(self) -> httpx.AsyncClient:
         self._client_loop = current_token().native_token
-        return _new_client(self.timeout)
+        if self.http_client is not None:
+            client = self.http_client()
+            if not isinstance(client, httpx.AsyncClient):
+                raise ConfigurationError(
+                    f"{self.name}: http_client() must return an httpx.AsyncClient, got "
+                    f"{type(client).__name__}"
+                )
+            return client
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout),
+            follow_redirects=False,
+            verify=shared_ssl_context(),
+            limits=self.limits,
+        )
 
     def _client(self) -> httpx.AsyncClient:
         client = self._clients.get()
@@ -223,15 +284,17 @@ class HTTPProvider(Provider):
 
     # -- error translation -------------------------------------------------------------
     def _scrub(self, text: str) -> str:
-        if self.api_key is not None:
-            secret = self.api_key.get_secret_value()
-            if secret:
-                text = text.replace(secret, "**********")
-        return text
+        return self._scrubber(text)
 
     def _error(self, exc: BaseException) -> ProviderError:
         """Translate an httpx exception into a typed provider error."""
         detail = self._scrub(str(exc) or type(exc).__name__)
+        if isinstance(exc, SSEError):  # an httpx.TransportError, but the answer's shape
+            return ProtocolError(
+                f"the stream is not server-sent events ({detail}); does this server stream?",
+                provider=self.name,
+                model=self.model,
+            )
         if isinstance(exc, httpx.TimeoutException):
             return ProviderTimeout(
                 f"timed out ({type(exc).__name__}): {detail}", provider=self.name, model=self.model
@@ -245,18 +308,18 @@ class HTTPProvider(Provider):
             )
         if isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError):
             return ProviderConnectionError(
-                f"the connection was reset or closed ({type(exc).__name__}): {detail}",
+                f"the connection was reset, closed or broke off ({type(exc).__name__}): {detail}",
                 provider=self.name,
                 model=self.model,
             )
         return ProtocolError(
-            f"the connection failed or broke off ({type(exc).__name__}): {detail}",
+            f"the HTTP exchange failed ({type(exc).__name__}): {detail}",
             provider=self.name,
             model=self.model,
         )
 
     def _status_error(self, response: httpx.Response) -> ProviderError:
-        detail = self._scrub(_server_message(response))
+        detail = _server_message(response, self._scrub)
         if response.status_code == 404:
             detail += f"; check base_url ({self.base_url}) and the model name"
         return error_for_status(
@@ -272,15 +335,21 @@ class HTTPProvider(Provider):
         """A ProtocolError for an answer whose shape we cannot read."""
         return ProtocolError(self._scrub(detail), provider=self.name, model=self.model)
 
+    def preview(self, value: Any) -> str:
+        """A short rendering of ``value`` for an error message, scrubbed before it is cut."""
+        return preview(value, self._scrub)
+
     def event_json(self, data: str) -> dict[str, Any]:
         """Decode the data of one stream event, which must be a JSON object."""
         try:
             decoded = json.loads(data)
+        except RecursionError:
+            raise self.protocol_error("a stream event is JSON nested too deeply to read") from None
         except ValueError:
-            raise self.protocol_error(f"malformed stream event: {data[:200]!r}") from None
+            raise self.protocol_error(f"malformed stream event: {self.preview(data)}") from None
         if not isinstance(decoded, dict):
-            raise self.protocol_error(f"malformed stream event: {data[:200]!r}")
-        return decoded
+            raise self.protocol_error(f"malformed stream event: {self.preview(data)}")
+        return clean_json(decoded)
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -306,9 +375,13 @@ class HTTPProvider(Provider):
         if not response.is_success:
             raise self._status_error(response)
         try:
-            return response.json()
+            return clean_json(response.json())
+        except RecursionError:
+            raise self.protocol_error("the answer is JSON nested too deeply to read") from None
         except ValueError:
-            raise self.protocol_error(f"answer is not JSON: {response.text[:200]!r}") from None
+            raise self.protocol_error(
+                f"answer is not JSON: {self.preview(response.text)}"
+            ) from None
 
     async def post_sse(self, path: str, body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
         """POST ``body`` and yield the server-sent events of the answer.
@@ -322,28 +395,26 @@ class HTTPProvider(Provider):
         )
         with self._translated():
             response = await client.send(request, stream=True)
-        lines: AsyncIterator[str] | None = None
+        events: AsyncGenerator[ServerSentEvent, None] | None = None
         try:
             if not response.is_success:
                 with self._translated():
                     await response.aread()
                 raise self._status_error(response)
-            decoder = SSEDecoder()
-            lines = response.aiter_lines()
+            events = EventSource(response).aiter_sse()
             while True:
                 with self._translated():
                     try:
-                        line = await lines.__anext__()
+                        event = await events.__anext__()
                     except StopAsyncIteration:
                         break
-                event = decoder.feed(line)
-                if event is not None:
-                    yield event
+                if event.data:  # an "id:" or "retry:" alone dispatches an event with no data
+                    yield SSEEvent(event.event or "message", event.data)
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
-                if lines is not None:
-                    await _finish(lines)
+                if events is not None:
+                    await _finish(events)
 
 
 def _only_cancellation(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
@@ -390,12 +461,15 @@ class _JSONBody(httpx.AsyncByteStream):
 def _json_request(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
 ) -> httpx.Request:
-    request = client.build_request("POST", url, json=body, headers=headers)
+    try:
+        request = client.build_request("POST", url, json=body, headers=headers)
+    except UnicodeEncodeError:  # a lone surrogate that entered by another door: escape it
+        request = client.build_request("POST", url, json=clean_json(body), headers=headers)
     request.stream = _JSONBody(request.read())  # same bytes and Content-Length
     return request
 
 
-async def _finish(lines: AsyncIterator[str]) -> None:
+async def _finish(lines: AsyncIterator[Any]) -> None:
     """Run httpx's chain of body iterators to its end after the response was closed.
 
     Every read now fails at once, so the chain finishes instead of being left suspended;
@@ -412,15 +486,12 @@ def _always(_client: httpx.AsyncClient) -> bool:
     return True
 
 
-def preview(value: Any) -> str:
-    """A short JSON rendering of ``value`` for error messages."""
+def preview(value: Any, scrub: Callable[[str], str] | None = None) -> str:
+    """A short JSON rendering of ``value`` for error messages (``scrub`` runs before the cut)."""
     try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
         text = repr(value)
+    if scrub is not None:
+        text = scrub(text)
     return text[:200]
-
-
-def as_int(value: Any) -> int:
-    """``value`` if it is a (non-bool) int, else 0: token counts from loosely typed JSON."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,11 +1,12 @@
-"""Rendering a history as OpenAI chat-completions messages and tools (the wire format every
-OpenAI-compatible server reads)."""
+"""Rendering a request as an OpenAI chat-completions body (the wire format every
+OpenAI-compatible server reads): messages, tools, structured output, options."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import ConfigurationError
 from lionagi.protocols._render import (
@@ -13,6 +14,8 @@ from lionagi.protocols._render import (
     instruction_text,
     output_text,
     render_cache,
+    schema_instruction,
+    schema_is_asked,
 )
 from lionagi.protocols.messages import (
     ActionRequest,
@@ -23,22 +26,79 @@ from lionagi.protocols.messages import (
     System,
 )
 from lionagi.protocols.tool_spec import ToolSpec
+from lionagi.service._options import apply_options
 
-__all__ = ["openai_tool", "to_openai_messages"]
+if TYPE_CHECKING:
+    from lionagi.service.types import ModelRequest
+
+__all__ = ["openai_body", "openai_tool", "to_openai_messages"]
 
 _OPENAI = "openai"
+_OPENAI_BARE = "openai:schema-sent-natively"  # an instruction whose schema goes in the body
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
-def _openai_part(message: Message) -> dict[str, Any]:
-    """The memoized OpenAI form of one message (a tool-call entry for an ActionRequest)."""
-    cached = render_cache(message).get(_OPENAI)
+def openai_body(request: ModelRequest, *, stream: bool, provider: str) -> dict[str, Any]:
+    """The chat-completions body for ``request``.
+
+    Structured output follows ``request.structured_output``: ``"json_schema"`` sends the schema
+    as ``response_format`` (and not again in the prompt), ``"json_object"`` asks for a JSON
+    object and puts the schema in the prompt, ``"prompt"`` puts it in the prompt only.
+    """
+    schema = request.response_format
+    native = schema if request.structured_output == "json_schema" else None
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": to_openai_messages(request.messages, native_schema=native),
+    }
+    if schema is not None and native is None and not schema_is_asked(request.messages, schema):
+        body["messages"] = _with_system_note(body["messages"], schema_instruction(schema))
+    if request.tools:
+        body["tools"] = [openai_tool(tool) for tool in request.tools]
+    if schema is not None:
+        if request.structured_output == "json_schema":
+            title = schema.get("title")
+            name = _SCHEMA_NAME.sub("_", title)[:64] if isinstance(title, str) else ""
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name or "response", "schema": schema},
+            }
+        elif request.structured_output == "json_object":
+            body["response_format"] = {"type": "json_object"}
+    apply_options(body, request.options, provider=provider, renames={}, refused={})
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    else:
+        body.pop("stream", None)
+        body.pop("stream_options", None)
+    return body
+
+
+def _with_system_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    """``messages`` with ``note`` added to the system message (one made if there is none)."""
+    if (
+        messages
+        and messages[0].get("role") == "system"
+        and isinstance(messages[0].get("content"), str)
+    ):
+        first = {**messages[0], "content": f"{messages[0]['content']}\n\n{note}"}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
+
+
+def _openai_part(message: Message, *, bare: bool = False) -> dict[str, Any]:
+    """The memoized OpenAI form of one message (a tool-call entry for an ActionRequest);
+    ``bare``: an instruction without the schema paragraph (the body carries the schema)."""
+    key = _OPENAI_BARE if bare else _OPENAI
+    cached = render_cache(message).get(key)
     if cached is not None:
         part: dict[str, Any] = cached
         return part
     if isinstance(message, System):
         part = {"role": "system", "content": message.content}
     elif isinstance(message, Instruction):
-        text = instruction_text(message)
+        text = instruction_text(message, with_schema=not bare)
         if message.images:
             content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
             content.extend(
@@ -51,6 +111,7 @@ def _openai_part(message: Message) -> dict[str, Any]:
         part = {"role": "assistant", "content": message.content}
     elif isinstance(message, ActionRequest):
         part = {
+            **message.provider_fields,
             "id": message.call_id,
             "type": "function",
             "function": {
@@ -66,16 +127,20 @@ def _openai_part(message: Message) -> dict[str, Any]:
         }
     else:
         raise ConfigurationError(f"cannot render a {type(message).__name__} message")
-    render_cache(message)[_OPENAI] = part
+    render_cache(message)[key] = part
     return part
 
 
-def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def to_openai_messages(
+    messages: Sequence[Message], *, native_schema: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Render ``messages`` as OpenAI chat-completions messages.
 
     Action requests that directly follow an assistant message (or each other) become that
     assistant message's ``tool_calls``; one with no assistant message before it opens an
-    assistant message with ``content`` None. A tool call without a result gets an error result.
+    assistant message with empty ``content`` (a string: llama.cpp's server and others reject
+    ``null``). A tool call without a result gets an error result. Instructions asking for
+    ``native_schema`` leave it out of their text, since the body sends it.
     """
     messages = complete_tool_calls(messages)
     out: list[dict[str, Any]] = []
@@ -83,7 +148,12 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     owned: dict[str, Any] | None = None
     previous: Message | None = None
     for message in messages:
-        part = _openai_part(message)
+        bare = (
+            native_schema is not None
+            and isinstance(message, Instruction)
+            and message.response_format == native_schema
+        )
+        part = _openai_part(message, bare=bare)
         if isinstance(message, ActionRequest):
             if owned is not None and out and out[-1] is owned:
                 owned["tool_calls"].append(part)
@@ -91,7 +161,7 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 owned = {**out[-1], "tool_calls": [part]}
                 out[-1] = owned
             else:
-                owned = {"role": "assistant", "content": None, "tool_calls": [part]}
+                owned = {"role": "assistant", "content": "", "tool_calls": [part]}
                 out.append(owned)
         else:
             out.append(part)

@@ -1,28 +1,35 @@
-"""Anthropic Messages API over HTTP (``POST {base_url}/v1/messages``)."""
+"""Anthropic Messages API over HTTP (``POST {base_url}/v1/messages``).
+
+Content blocks other than text and client tool use are read without failing: thinking and
+redacted thinking become :class:`~lionagi.protocols.messages.Reasoning` (sent back verbatim in
+later requests, as Anthropic requires with tool use); server-tool blocks (web search, code
+execution, web fetch, MCP) stay in ``raw`` and are not tool calls of ours. A reply cut by
+``max_tokens`` inside a tool input keeps its text and stop reason and drops the cut call.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from lionagi.protocols._render import schema_instruction
-from lionagi.protocols.messages import ToolCall, Usage
-from lionagi.service.errors import ProviderError
-from lionagi.service.providers._anthropic_render import anthropic_tool, to_anthropic_messages
+from lionagi.protocols.messages import Reasoning, ToolCall, Usage
+from lionagi.service.errors import ProtocolError, ProviderError
+from lionagi.service.providers._anthropic_render import DEFAULT_MAX_TOKENS, anthropic_body
 from lionagi.service.providers._http import (
     HTTPProvider,
-    as_int,
     error_for_status,
-    preview,
     server_message_from,
+    status_of_error,
 )
+from lionagi.service.providers._usage import anthropic_usage
 from lionagi.service.types import (
     FinalChunk,
     ModelRequest,
     ModelResponse,
+    ReasoningEvent,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -32,28 +39,21 @@ from lionagi.service.types import (
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 
 ANTHROPIC_VERSION = "2023-06-01"
-DEFAULT_MAX_TOKENS = 4096
-
-# error "type" of an Anthropic error payload -> the HTTP status it stands for
-_ERROR_STATUS = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "overloaded_error": 529,
-}
+_FORMAT = "anthropic"
+_THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
 @dataclass(slots=True)
-class _PartialUse:
-    index: int
-    id: str
-    name: str
+class _Block:
+    """One content block of a streamed reply, as far as it has arrived."""
+
+    type: str
+    call: int | None = None  # index among this reply's tool calls, for tool_use blocks
+    id: str = ""
+    name: str = ""
     arguments: str = ""
     initial: Any = None
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 class AnthropicProvider(HTTPProvider):
@@ -61,7 +61,8 @@ class AnthropicProvider(HTTPProvider):
 
     Usage follows the convention shared by every provider: ``input_tokens`` counts the whole
     prompt, of which ``cached_input_tokens`` were read from and ``cache_write_tokens``
-    written to the prompt cache.
+    written to the prompt cache. Common options are mapped (``stop`` becomes
+    ``stop_sequences``); OpenAI-only ones (``seed``, ``n``, penalties...) are refused.
     """
 
     name: ClassVar[str] = "anthropic"
@@ -75,58 +76,45 @@ class AnthropicProvider(HTTPProvider):
         return headers
 
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
-        """The JSON body for ``request``.
-
-        Anthropic has no JSON-schema response mode here, so a ``response_format`` becomes a
-        paragraph of the system text asking for a matching JSON object.
-        """
-        system, messages = to_anthropic_messages(request.messages)
-        if request.response_format is not None:
-            note = schema_instruction(request.response_format)
-            system = note if system is None else f"{system}\n\n{note}"
-        body: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": DEFAULT_MAX_TOKENS,
-            "messages": messages,
-        }
-        if system is not None:
-            body["system"] = system
-        if request.tools:
-            body["tools"] = [anthropic_tool(tool) for tool in request.tools]
-        body.update(request.options)
-        if stream:
-            body["stream"] = True
-        else:
-            body.pop("stream", None)
-        return body
+        """The JSON body for ``request``."""
+        return anthropic_body(request, stream=stream, provider=self.name)
 
     # -- whole replies -----------------------------------------------------------------
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         data = await self.post_json("/v1/messages", self.body(request, stream=False))
         if not isinstance(data, dict):
-            raise self.protocol_error(f"expected a JSON object, got {preview(data)}")
+            raise self.protocol_error(f"expected a JSON object, got {self.preview(data)}")
         if data.get("type") == "error":
             raise self._payload_error(data)
         content = data.get("content")
         if not isinstance(content, list):
-            raise self.protocol_error(f"answer has no content list: {preview(data)}")
+            raise self.protocol_error(f"answer has no content list: {self.preview(data)}")
         text: list[str] = []
         calls: list[ToolCall] = []
-        for block in content:
+        reasoning: list[Reasoning] = []
+        for position, block in enumerate(content):
             if not isinstance(block, dict):
-                raise self.protocol_error(f"malformed content block: {preview(block)}")
-            if block.get("type") == "text":
-                text.append(str(block.get("text", "")))
-            elif block.get("type") == "tool_use":
-                call = self._tool_call(block.get("id"), block.get("name"), block.get("input"))
-                calls.append(call)
-        return ModelResponse(
+                raise self.protocol_error(
+                    f"content[{position}] is not a block object: {self.preview(block)}"
+                )
+            kind = block.get("type")
+            if kind == "text":
+                text.append(self._str(block.get("text"), f"content[{position}].text"))
+            elif kind == "tool_use":
+                calls.append(
+                    self._tool_call(
+                        block.get("id"), block.get("name"), block.get("input"), len(calls)
+                    )
+                )
+            elif kind in _THINKING:
+                reasoning.append(self._reasoning(block, position))
+        return self._build(
             text="".join(text),
-            tool_calls=tuple(calls),
-            usage=_usage(data.get("usage")),
-            model=data.get("model") or self.model,
-            provider=self.name,
-            finish_reason=data.get("stop_reason"),
+            calls=calls,
+            reasoning=reasoning,
+            usage=anthropic_usage(data.get("usage")),
+            model=self._opt_str(data.get("model"), "model"),
+            stop_reason=self._opt_str(data.get("stop_reason"), "stop_reason"),
             raw=data,
         )
 
@@ -134,7 +122,9 @@ class AnthropicProvider(HTTPProvider):
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         body = self.body(request, stream=True)
         text: list[str] = []
-        uses: dict[int, _PartialUse] = {}  # content block index -> tool use
+        blocks: dict[int, _Block] = {}  # content block index -> block
+        reasoning: list[Reasoning] = []
+        calls = 0
         raw_usage: dict[str, Any] = {}
         model: str | None = None
         stop_reason: str | None = None
@@ -146,100 +136,203 @@ class AnthropicProvider(HTTPProvider):
                 if kind == "message_start":
                     message = data.get("message")
                     if isinstance(message, dict):
-                        model = message.get("model") or model
+                        model = self._opt_str(message.get("model"), "message.model") or model
                         _merge_usage(raw_usage, message.get("usage"))
                 elif kind == "content_block_start":
-                    index, block = data.get("index"), data.get("content_block")
-                    if not isinstance(index, int) or not isinstance(block, dict):
-                        raise self.protocol_error(f"malformed content_block_start: {event.data}")
-                    if block.get("type") == "text" and block.get("text"):
-                        text.append(str(block["text"]))
-                        yield TextDelta(text=str(block["text"]))
-                    elif block.get("type") == "tool_use":
-                        use = _PartialUse(
-                            index=len(uses),
-                            id=str(block.get("id") or ""),
-                            name=str(block.get("name") or ""),
-                            initial=block.get("input"),
+                    index, raw = data.get("index"), data.get("content_block")
+                    if not isinstance(index, int) or not isinstance(raw, dict):
+                        raise self.protocol_error(
+                            f"malformed content_block_start: {self.preview(data)}"
                         )
-                        uses[index] = use
-                        yield ToolCallDelta(index=use.index, id=use.id, name=use.name)
+                    block = _Block(type=str(raw.get("type") or ""), initial=raw.get("input"))
+                    blocks[index] = block
+                    if block.type == "text":
+                        piece = self._str(raw.get("text", ""), "content_block.text")
+                        if piece:
+                            text.append(piece)
+                            yield TextDelta(text=piece)
+                    elif block.type == "tool_use":
+                        block.call = calls
+                        calls += 1
+                        block.id = self._call_id(raw.get("id"), block.call)
+                        block.name = self._name(raw.get("name"), block.id)
+                        yield ToolCallDelta(index=block.call, id=block.id, name=block.name)
+                    elif block.type in _THINKING:
+                        block.fields = dict(raw)
                 elif kind == "content_block_delta":
-                    chunk = self._delta(data, uses, text)
+                    chunk = self._delta(data, blocks, text)
                     if chunk is not None:
                         yield chunk
+                elif kind == "content_block_stop":
+                    done = blocks.get(data.get("index"))  # type: ignore[arg-type]
+                    if done is not None and done.type in _THINKING:
+                        item = self._reasoning(done.fields, data.get("index"))
+                        reasoning.append(item)
+                        yield ReasoningEvent(reasoning=item)
                 elif kind == "message_delta":
                     delta = data.get("delta")
                     if isinstance(delta, dict) and delta.get("stop_reason"):
-                        stop_reason = delta["stop_reason"]
+                        stop_reason = self._opt_str(delta["stop_reason"], "delta.stop_reason")
                     _merge_usage(raw_usage, data.get("usage"))
                 elif kind == "message_stop":
                     finished = True
                     break
                 elif kind == "error":
                     raise self._payload_error(data)
-                # "ping", "content_block_stop" and event types added later carry nothing new
+                # "ping" and event types added later carry nothing we read
         if not finished and stop_reason is None:
             raise self.protocol_error("the stream ended before the reply was complete")
-        usage = _usage(raw_usage)
+        usage = anthropic_usage(raw_usage)
         if raw_usage:
             yield UsageChunk(usage=usage)
-        response = ModelResponse(
-            text="".join(text),
-            tool_calls=tuple(
-                self._tool_call(use.id, use.name, use.arguments or use.initial)
-                for _, use in sorted(uses.items())
-            ),
-            usage=usage,
-            model=model or self.model,
-            provider=self.name,
-            finish_reason=stop_reason,
+        tool_calls: list[ToolCall] = []
+        for _, block in sorted(blocks.items()):
+            if block.call is None:
+                continue
+            try:
+                tool_calls.append(
+                    self._tool_call(
+                        block.id, block.name, block.arguments or block.initial, block.call
+                    )
+                )
+            except ProtocolError:
+                if stop_reason != "max_tokens":
+                    raise
+                # the reply was cut inside this tool input: keep the rest of the reply
+        yield FinalChunk(
+            response=self._build(
+                text="".join(text),
+                calls=tool_calls,
+                reasoning=reasoning,
+                usage=usage,
+                model=model,
+                stop_reason=stop_reason,
+            )
         )
-        yield FinalChunk(response=response)
 
     def _delta(
-        self, data: dict[str, Any], uses: dict[int, _PartialUse], text: list[str]
+        self, data: dict[str, Any], blocks: dict[int, _Block], text: list[str]
     ) -> StreamChunk | None:
         index, delta = data.get("index"), data.get("delta")
         if not isinstance(index, int) or not isinstance(delta, dict):
-            raise self.protocol_error(f"malformed content_block_delta: {preview(data)}")
+            raise self.protocol_error(f"malformed content_block_delta: {self.preview(data)}")
+        block = blocks.get(index)
+        if block is None:
+            raise self.protocol_error(f"content_block_delta for block {index}, which never started")
         kind = delta.get("type")
         if kind == "text_delta":
-            piece = str(delta.get("text", ""))
+            piece = self._str(delta.get("text", ""), "text_delta.text")
             text.append(piece)
             return TextDelta(text=piece) if piece else None
         if kind == "input_json_delta":
-            use = uses.get(index)
-            if use is None:
-                raise self.protocol_error(f"input_json_delta for unknown block {index}")
-            piece = str(delta.get("partial_json", ""))
-            use.arguments += piece
-            return ToolCallDelta(index=use.index, arguments=piece) if piece else None
-        return None  # thinking, signatures, citations: not part of the reply text
+            piece = self._str(delta.get("partial_json", ""), "input_json_delta.partial_json")
+            block.arguments += piece
+            if block.call is None or not piece:
+                return None  # a server tool's input: the server runs it
+            return ToolCallDelta(index=block.call, arguments=piece)
+        if kind == "thinking_delta":
+            piece = self._str(delta.get("thinking", ""), "thinking_delta.thinking")
+            block.fields["thinking"] = str(block.fields.get("thinking") or "") + piece
+        elif kind == "signature_delta":
+            piece = self._str(delta.get("signature", ""), "signature_delta.signature")
+            block.fields["signature"] = str(block.fields.get("signature") or "") + piece
+        return None  # citations and later delta types carry no reply text
 
-    def _tool_call(self, call_id: Any, name: Any, arguments: Any) -> ToolCall:
-        if not isinstance(name, str) or not name:
-            raise self.protocol_error(f"tool_use block {call_id!r} has no name")
+    # -- pieces ------------------------------------------------------------------------
+    def _build(
+        self,
+        *,
+        text: str,
+        calls: list[ToolCall],
+        reasoning: list[Reasoning],
+        usage: Usage,
+        model: str | None,
+        stop_reason: str | None,
+        raw: Any = None,
+    ) -> ModelResponse:
+        try:
+            return ModelResponse(
+                text=text,
+                tool_calls=tuple(calls),
+                reasoning=tuple(reasoning),
+                usage=usage,
+                model=model or self.model,
+                provider=self.name,
+                finish_reason=stop_reason,
+                raw=raw,
+            )
+        except (ValueError, RecursionError) as exc:  # pydantic: raw JSON it cannot hold
+            raise self.protocol_error(f"the answer cannot be recorded: {exc}") from None
+
+    def _reasoning(self, block: dict[str, Any], where: Any) -> Reasoning:
+        thinking = block.get("thinking")
+        try:
+            return Reasoning(
+                format=_FORMAT,
+                text=thinking if isinstance(thinking, str) else "",
+                block=block,
+            )
+        except (ValueError, RecursionError):
+            raise self.protocol_error(
+                f"thinking block {where} cannot be read: {self.preview(block)}"
+            ) from None
+
+    def _call_id(self, value: Any, index: int) -> str:
+        if value is None or value == "":
+            return f"call_{index}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
+            raise self.protocol_error(f"tool_use id must be a string, got {self.preview(value)}")
+        return value
+
+    def _name(self, value: Any, call_id: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.protocol_error(
+                f"tool_use block {call_id!r} name must be a non-empty string, got "
+                f"{self.preview(value)}"
+            )
+        return value
+
+    def _str(self, value: Any, where: str) -> str:
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
+        return value
+
+    def _opt_str(self, value: Any, where: str) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
+
+    def _tool_call(self, call_id: Any, name: Any, arguments: Any, index: int) -> ToolCall:
+        ident = self._call_id(call_id, index)
+        name = self._name(name, ident)
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
+            except RecursionError:
+                raise self.protocol_error(
+                    f"tool call {name!r} has input nested too deeply to read"
+                ) from None
             except ValueError:
                 raise self.protocol_error(
-                    f"tool call {name!r} has input that is not JSON: {arguments[:200]!r}"
+                    f"tool call {name!r} has input that is not JSON: {self.preview(arguments)}"
                 ) from None
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
             raise self.protocol_error(
-                f"tool call {name!r} input must be a JSON object, got {preview(arguments)}"
+                f"tool call {name!r} input must be a JSON object, got {self.preview(arguments)}"
             )
-        return ToolCall(id=str(call_id or ""), name=name, arguments=arguments)
+        return ToolCall(id=ident, name=name, arguments=arguments)
 
     def _payload_error(self, data: dict[str, Any]) -> ProviderError:
         """The typed error for an ``{"type": "error", "error": {...}}`` payload."""
         error = data.get("error")
         kind = error.get("type") if isinstance(error, dict) else None
-        status = _ERROR_STATUS.get(kind, 500) if isinstance(kind, str) else 500
+        status = status_of_error(error)
         message = self._scrub(server_message_from(data) or "the server reported an error")
         if isinstance(kind, str):
             message = f"{kind}: {message}"
@@ -252,17 +345,3 @@ def _merge_usage(into: dict[str, Any], usage: Any) -> None:
     """Stream usage is cumulative: later values replace earlier ones field by field."""
     if isinstance(usage, dict):
         into.update({k: v for k, v in usage.items() if v is not None})
-
-
-def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage()
-    fresh = as_int(raw.get("input_tokens"))
-    read = as_int(raw.get("cache_read_input_tokens"))
-    write = as_int(raw.get("cache_creation_input_tokens"))
-    return Usage(
-        input_tokens=fresh + read + write,
-        output_tokens=as_int(raw.get("output_tokens")),
-        cached_input_tokens=read,
-        cache_write_tokens=write,
-    )

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import SecretStr
 
 from lionagi.errors import ConfigurationError
-from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
+from lionagi.service.types import (
+    STRUCTURED_OUTPUT_MODES,
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    StructuredOutput,
+)
 
 if TYPE_CHECKING:
     from lionagi.service.embeddings import Embeddings
@@ -34,6 +40,8 @@ class Provider(ABC):
     #: whether sending the same request again is harmless (no side effects beyond the reply);
     #: retry policies retry server errors and timeouts only for idempotent providers
     idempotent: ClassVar[bool] = True
+    #: how this provider asks for a ``response_format`` unless told otherwise
+    default_structured_output: ClassVar[StructuredOutput] = "prompt"
     #: constructor keywords of this provider that ``iModel(**kwargs)`` routes here
     #: instead of into the request defaults
     setting_names: ClassVar[tuple[str, ...]] = ()
@@ -47,15 +55,25 @@ class Provider(ABC):
         timeout: float | None = None,
         name: str | None = None,
         api_key_env: str | None = "",
+        structured_output: StructuredOutput | None = None,
         **settings: Any,
     ) -> None:
+        if structured_output is not None and structured_output not in STRUCTURED_OUTPUT_MODES:
+            raise ConfigurationError(
+                f"structured_output must be one of {', '.join(STRUCTURED_OUTPUT_MODES)}, got "
+                f"{structured_output!r}"
+            )
         self._init_kwargs: dict[str, Any] = {
             "base_url": base_url,
             "timeout": timeout,
             "name": name,
             "api_key_env": api_key_env,
+            "structured_output": structured_output,
             **settings,
         }
+        self.structured_output: StructuredOutput = (
+            structured_output or self.default_structured_output
+        )
         self.model = model
         if name is not None:
             self.name = name  # type: ignore[misc]  # preset instances rename themselves
@@ -97,7 +115,10 @@ class Provider(ABC):
 
     def config(self) -> dict[str, Any]:
         """Settings needed to rebuild this provider, without secrets."""
-        return {"base_url": self.base_url, **self.settings}
+        config: dict[str, Any] = {"base_url": self.base_url}
+        if self.structured_output != self.default_structured_output:
+            config["structured_output"] = self.structured_output
+        return {**config, **self.settings}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"

@@ -12,16 +12,16 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from lionagi.protocols.messages import System, Usage
+from lionagi.protocols.messages import System
 from lionagi.service.providers._cli import (
     CLIProvider,
     CLIRun,
-    int_or_zero,
     opt_str,
     positive_int,
     str_or,
     tool_list,
 )
+from lionagi.service.providers._usage import anthropic_usage
 from lionagi.service.types import (
     ModelRequest,
     ModelResponse,
@@ -149,19 +149,15 @@ class ClaudeCodeProvider(CLIProvider):
         return self._response(result, run)
 
     def _response(self, result: dict[str, Any], run: CLIRun) -> ModelResponse:
-        usage = result.get("usage")
-        if not isinstance(usage, dict):
-            usage = {}
+        # Claude Code reports Anthropic's counts: uncached input apart from cache reads and
+        # writes. The shared convention counts the whole prompt in input_tokens.
+        usage = anthropic_usage(result.get("usage"))
         cost = result.get("total_cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            usage = usage.model_copy(update={"cost_usd": float(cost)})
         return ModelResponse(
             text=str(result.get("result") or ""),
-            usage=Usage(
-                input_tokens=int_or_zero(usage.get("input_tokens")),
-                output_tokens=int_or_zero(usage.get("output_tokens")),
-                cached_input_tokens=int_or_zero(usage.get("cache_read_input_tokens")),
-                cache_write_tokens=int_or_zero(usage.get("cache_creation_input_tokens")),
-                cost_usd=float(cost) if isinstance(cost, int | float) else None,
-            ),
+            usage=usage,
             model=run.model or self.model,
             provider=self.name,
             finish_reason=str_or(result.get("subtype"), None),

@@ -1,12 +1,17 @@
-"""OpenAI-compatible chat completions over HTTP (OpenAI, Ollama, vLLM, OpenRouter, Groq, ...)."""
+"""OpenAI-compatible chat completions over HTTP (OpenAI, Ollama, vLLM, OpenRouter, Groq, ...).
+
+Replies are read as leniently as the official SDK reads them where that is harmless (content
+parts without text, tool arguments sent as a JSON object instead of a string, numeric call ids)
+and otherwise rejected with a :class:`~lionagi.service.errors.ProtocolError` naming the field.
+Only choice 0 is read, in whole replies and in streams alike.
+"""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from lionagi.protocols.messages import ToolCall, Usage
@@ -16,15 +21,16 @@ from lionagi.service.providers._http import (
     HTTPProvider,
     as_int,
     error_for_status,
-    preview,
     server_message_from,
+    status_of_error,
 )
-from lionagi.service.providers._openai_render import openai_tool, to_openai_messages
+from lionagi.service.providers._openai_render import openai_body
 from lionagi.service.types import (
     FinalChunk,
     ModelRequest,
     ModelResponse,
     StreamChunk,
+    StructuredOutput,
     TextDelta,
     ToolCallDelta,
     UsageChunk,
@@ -32,7 +38,8 @@ from lionagi.service.types import (
 
 __all__ = ["OpenAIChatProvider"]
 
-_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+# fields of a tool call other than these are the provider's own and travel back with the call
+_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 
 
 @dataclass(slots=True)
@@ -40,6 +47,8 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: str = ""
+    object_arguments: dict[str, Any] | None = None
+    provider_fields: dict[str, Any] = field(default_factory=dict)
 
 
 class OpenAIChatProvider(HTTPProvider):
@@ -48,6 +57,7 @@ class OpenAIChatProvider(HTTPProvider):
     name: ClassVar[str] = "openai"
     default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
     api_key_env: ClassVar[str | None] = "OPENAI_API_KEY"
+    default_structured_output: ClassVar[StructuredOutput] = "json_schema"
 
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json"}
@@ -57,28 +67,7 @@ class OpenAIChatProvider(HTTPProvider):
 
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``request``."""
-        body: dict[str, Any] = {
-            "model": request.model,
-            "messages": to_openai_messages(request.messages),
-        }
-        if request.tools:
-            body["tools"] = [openai_tool(tool) for tool in request.tools]
-        if request.response_format is not None:
-            schema = request.response_format
-            title = schema.get("title")
-            name = _SCHEMA_NAME.sub("_", title)[:64] if isinstance(title, str) else ""
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name or "response", "schema": schema},
-            }
-        body.update(request.options)
-        if stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
-        else:
-            body.pop("stream", None)
-            body.pop("stream_options", None)
-        return body
+        return openai_body(request, stream=stream, provider=self.name)
 
     async def embed(
         self, texts: Sequence[str], *, model: str, options: Mapping[str, Any]
@@ -93,40 +82,75 @@ class OpenAIChatProvider(HTTPProvider):
 
     def _response(self, data: Any) -> ModelResponse:
         if not isinstance(data, dict):
-            raise self.protocol_error(f"expected a JSON object, got {preview(data)}")
-        if "error" in data and "choices" not in data:
+            raise self.protocol_error(f"expected a JSON object, got {self.preview(data)}")
+        if data.get("error"):
             raise self._payload_error(data)
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise self.protocol_error(f"answer has no choices: {preview(data)}")
+            raise self.protocol_error(f"answer has no choices: {self.preview(data)}")
         choice = choices[0]
         message = choice.get("message")
         if not isinstance(message, dict):
-            raise self.protocol_error(f"choice has no message: {preview(choice)}")
-        calls: list[ToolCall] = []
-        for raw in message.get("tool_calls") or ():
-            function = raw.get("function") if isinstance(raw, dict) else None
-            if not isinstance(function, dict) or not function.get("name"):
-                raise self.protocol_error(f"malformed tool call: {preview(raw)}")
-            calls.append(
-                self._tool_call(
-                    str(raw.get("id") or ""), function["name"], function.get("arguments") or ""
-                )
+            raise self.protocol_error(f"choice has no message: {self.preview(choice)}")
+        raw_calls = message.get("tool_calls")
+        if raw_calls is not None and not isinstance(raw_calls, list):
+            raise self.protocol_error(
+                f"message.tool_calls must be a list, got {self.preview(raw_calls)}"
             )
-        return ModelResponse(
-            text=_text(message.get("content")),
-            tool_calls=tuple(calls),
+        calls: list[ToolCall] = []
+        for index, raw in enumerate(raw_calls or ()):
+            function = raw.get("function") if isinstance(raw, dict) else None
+            if not isinstance(function, dict):
+                raise self.protocol_error(
+                    f"tool_calls[{index}] has no function object: {self.preview(raw)}"
+                )
+            partial = _PartialCall(
+                id=self._call_id(raw.get("id"), index),
+                name=self._call_name(function.get("name"), index),
+                provider_fields=_provider_fields(raw),
+            )
+            self._add_arguments(partial, function.get("arguments"), index)
+            calls.append(self._tool_call(partial))
+        return self._build(
+            text=self._content(message.get("content")),
+            refusal=self._optional_str(message.get("refusal"), "message.refusal"),
+            calls=calls,
             usage=self._usage(data.get("usage")),
-            model=data.get("model") or self.model,
-            provider=self.name,
-            finish_reason=choice.get("finish_reason"),
+            model=self._optional_str(data.get("model"), "model"),
+            finish_reason=self._optional_str(choice.get("finish_reason"), "finish_reason"),
             raw=data,
         )
+
+    def _build(
+        self,
+        *,
+        text: str,
+        refusal: str | None,
+        calls: list[ToolCall],
+        usage: Usage,
+        model: str | None,
+        finish_reason: str | None,
+        raw: Any = None,
+    ) -> ModelResponse:
+        try:
+            return ModelResponse(
+                text=text,
+                refusal=refusal or None,
+                tool_calls=tuple(calls),
+                usage=usage,
+                model=model or self.model,
+                provider=self.name,
+                finish_reason=finish_reason,
+                raw=raw,
+            )
+        except (ValueError, RecursionError) as exc:  # pydantic: raw JSON it cannot hold
+            raise self.protocol_error(f"the answer cannot be recorded: {exc}") from None
 
     # -- streams -----------------------------------------------------------------------
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         body = self.body(request, stream=True)
         text: list[str] = []
+        refusal: list[str] = []
         calls: dict[int, _PartialCall] = {}
         usage = Usage()
         model: str | None = None
@@ -138,78 +162,183 @@ class OpenAIChatProvider(HTTPProvider):
                     done = True
                     break
                 data = self.event_json(event.data)
-                if "error" in data and "choices" not in data:
+                if data.get("error"):
                     raise self._payload_error(data)
-                model = data.get("model") or model
+                model = self._optional_str(data.get("model"), "model") or model
                 if data.get("usage"):
                     usage = self._usage(data["usage"])
                     yield UsageChunk(usage=usage)
                 choices = data.get("choices") or []
                 if not isinstance(choices, list):
-                    raise self.protocol_error(f"malformed stream event: {preview(data)}")
+                    raise self.protocol_error(
+                        f"stream event choices must be a list: {self.preview(data)}"
+                    )
                 for choice in choices:
-                    delta = choice.get("delta") if isinstance(choice, dict) else None
+                    if not isinstance(choice, dict):
+                        raise self.protocol_error(
+                            f"malformed stream choice: {self.preview(choice)}"
+                        )
+                    if choice.get("index", 0) != 0:
+                        continue  # n > 1: only choice 0 is read, as in whole replies
+                    reason = self._optional_str(choice.get("finish_reason"), "finish_reason")
+                    finish_reason = reason or finish_reason
+                    delta = choice.get("delta")
+                    if delta is None and reason:
+                        continue
                     if not isinstance(delta, dict):
-                        if isinstance(choice, dict) and choice.get("finish_reason"):
-                            finish_reason = choice["finish_reason"]
-                            continue
-                        raise self.protocol_error(f"malformed stream event: {preview(data)}")
-                    content = delta.get("content")
-                    if isinstance(content, str) and content:
+                        raise self.protocol_error(
+                            f"stream choice has no delta object: {self.preview(choice)}"
+                        )
+                    content = self._content(delta.get("content"))
+                    if content:
                         text.append(content)
                         yield TextDelta(text=content)
-                    for raw in delta.get("tool_calls") or ():
+                    refused = self._optional_str(delta.get("refusal"), "delta.refusal")
+                    if refused:
+                        refusal.append(refused)
+                    raw_calls = delta.get("tool_calls")
+                    if raw_calls is not None and not isinstance(raw_calls, list):
+                        raise self.protocol_error(
+                            f"delta.tool_calls must be a list, got {self.preview(raw_calls)}"
+                        )
+                    for raw in raw_calls or ():
                         yield self._merge_call(calls, raw)
-                    if choice.get("finish_reason"):
-                        finish_reason = choice["finish_reason"]
         if not done and finish_reason is None:
             raise self.protocol_error("the stream ended before the reply was complete")
-        response = ModelResponse(
+        response = self._build(
             text="".join(text),
-            tool_calls=tuple(
-                self._tool_call(call.id, call.name, call.arguments)
-                for _, call in sorted(calls.items())
-            ),
+            refusal="".join(refusal),
+            calls=[self._tool_call(call) for _, call in sorted(calls.items())],
             usage=usage,
-            model=model or self.model,
-            provider=self.name,
+            model=model,
             finish_reason=finish_reason,
         )
         yield FinalChunk(response=response)
 
     def _merge_call(self, calls: dict[int, _PartialCall], raw: Any) -> ToolCallDelta:
         if not isinstance(raw, dict):
-            raise self.protocol_error(f"malformed tool call delta: {preview(raw)}")
-        index = raw.get("index", len(calls))
-        if not isinstance(index, int):
-            raise self.protocol_error(f"tool call delta without an index: {preview(raw)}")
+            raise self.protocol_error(f"malformed tool call delta: {self.preview(raw)}")
+        index = raw.get("index", len(calls) if raw.get("id") else max(calls, default=0))
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise self.protocol_error(f"tool call delta index must be an int: {self.preview(raw)}")
         function = raw.get("function") or {}
+        if not isinstance(function, dict):
+            raise self.protocol_error(
+                f"tool call delta function must be an object: {self.preview(raw)}"
+            )
+        fresh = index not in calls
         call = calls.setdefault(index, _PartialCall())
-        call_id = raw.get("id") or None
-        name = function.get("name") or None
-        arguments = function.get("arguments") or ""
-        if call_id:
+        raw_id = raw.get("id")
+        call_id: str | None = None
+        if raw_id not in (None, ""):
+            call_id = self._call_id(raw_id, index)
+        elif fresh:
+            call_id = self._call_id(None, index)  # made up once; later deltas keep it
+        if call_id is not None and (not call.id or call_id != call.id):
             call.id = call_id
-        if name and not call.name:
-            call.name = name
-        call.arguments += arguments
-        return ToolCallDelta(index=index, id=call_id, name=name, arguments=arguments)
+        else:
+            call_id = None
+        name = function.get("name")
+        if name not in (None, ""):
+            name = self._call_name(name, index)
+            call.name = call.name or name
+        else:
+            name = None
+        piece = self._add_arguments(call, function.get("arguments"), index)
+        extra = _provider_fields(raw)
+        call.provider_fields.update(extra)
+        return ToolCallDelta(
+            index=index, id=call_id, name=name, arguments=piece, provider_fields=extra or None
+        )
 
     # -- pieces ------------------------------------------------------------------------
-    def _tool_call(self, call_id: str, name: str, arguments: str) -> ToolCall:
-        if not name:
-            raise self.protocol_error(f"tool call {call_id!r} has no function name")
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+    def _call_id(self, value: Any, index: int) -> str:
+        if value is None or value == "":
+            return f"call_{index}"  # Gemini sends "", some servers nothing
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
             raise self.protocol_error(
-                f"tool call {name!r} has arguments that are not JSON: {arguments[:200]!r}"
-            ) from None
+                f"tool_calls[{index}].id must be a string, got {self.preview(value)}"
+            )
+        return value
+
+    def _call_name(self, value: Any, index: int) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.protocol_error(
+                f"tool_calls[{index}].function.name must be a non-empty string, got "
+                f"{self.preview(value)}"
+            )
+        return value
+
+    def _add_arguments(self, call: _PartialCall, value: Any, index: int) -> str:
+        """Add an arguments fragment; a JSON object (TGI, llama.cpp) is taken whole."""
+        if value is None:
+            return ""
+        if isinstance(value, dict):
+            call.object_arguments = value
+            return json.dumps(value, ensure_ascii=False)
+        if not isinstance(value, str):
+            raise self.protocol_error(
+                f"tool_calls[{index}].function.arguments must be a JSON string or object, got "
+                f"{self.preview(value)}"
+            )
+        call.arguments += value
+        return value
+
+    def _tool_call(self, call: _PartialCall) -> ToolCall:
+        if not call.name:
+            raise self.protocol_error(f"tool call {call.id!r} has no function name")
+        if call.object_arguments is not None and not call.arguments:
+            parsed: Any = call.object_arguments
+        else:
+            try:
+                parsed = json.loads(call.arguments) if call.arguments.strip() else {}
+            except RecursionError:
+                raise self.protocol_error(
+                    f"tool call {call.name!r} has arguments nested too deeply to read"
+                ) from None
+            except ValueError:
+                raise self.protocol_error(
+                    f"tool call {call.name!r} has arguments that are not JSON: "
+                    f"{self.preview(call.arguments)}"
+                ) from None
         if not isinstance(parsed, dict):
             raise self.protocol_error(
-                f"tool call {name!r} arguments must be a JSON object, got {arguments[:200]!r}"
+                f"tool call {call.name!r} arguments must be a JSON object, got "
+                f"{self.preview(call.arguments)}"
             )
-        return ToolCall(id=call_id, name=name, arguments=parsed)
+        try:
+            return ToolCall(
+                id=call.id,
+                name=call.name,
+                arguments=parsed,
+                provider_fields=call.provider_fields,
+            )
+        except (ValueError, RecursionError) as exc:
+            raise self.protocol_error(f"tool call {call.name!r} cannot be read: {exc}") from None
+
+    def _content(self, content: Any) -> str:
+        """Message text: a string, ``null``, or a list of content parts (some servers)."""
+        if content is None:
+            return ""
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            pieces: list[str] = []
+            for part in content:
+                text = part.get("text") if isinstance(part, dict) else None
+                if isinstance(text, str):
+                    pieces.append(text)  # parts without text (null, images) carry none
+            return "".join(pieces)
+        raise self.protocol_error(
+            f"message content must be a string or a list of parts, got {self.preview(content)}"
+        )
+
+    def _optional_str(self, value: Any, where: str) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
 
     def _usage(self, raw: Any) -> Usage:
         if not isinstance(raw, dict):
@@ -225,17 +354,12 @@ class OpenAIChatProvider(HTTPProvider):
     def _payload_error(self, data: Mapping[str, Any]) -> ProviderError:
         """The typed error for an ``{"error": ...}`` payload (in a 200 body or a stream)."""
         error = data.get("error")
-        code = error.get("code") if isinstance(error, dict) else None
         message = self._scrub(server_message_from(dict(data)) or "the server reported an error")
-        status = code if isinstance(code, int) and 400 <= code <= 599 else 500
+        status = status_of_error(error)
         return error_for_status(
             status, message, provider=self.name, model=self.model, key_hint=self._key_hint()
         )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # some servers answer with content parts
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return ""
+def _provider_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in raw.items() if k not in _CALL_FIELDS and v is not None}

@@ -1,0 +1,70 @@
+"""Removing an API key from text a server sent back (error messages, echoed requests).
+
+A server may echo the key whole, or a piece of it ("Incorrect API key provided: sk-abc...xyz"),
+so every run of at least :data:`MIN_FRAGMENT` characters of the key is masked, and the masking
+runs before any message is cut short. A placeholder key (``"none"``, ``"EMPTY"``,
+``"sk-no-key-required"``: local servers want *some* key) is not a secret, and masking it would
+mangle ordinary words of the server's text, so it is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MASK", "MIN_FRAGMENT", "Scrubber", "is_placeholder_key"]
+
+MASK = "**********"
+#: the shortest piece of a key that is masked: shorter runs match ordinary text too often
+MIN_FRAGMENT = 8
+# words joined by - _ . or spaces, no digits: "none", "EMPTY", "not-needed", "sk-no-key-required"
+_WORDS = re.compile(r"[A-Za-z]+(?:[-_. ][A-Za-z]+)*")
+
+
+def is_placeholder_key(secret: str) -> bool:
+    """Whether ``secret`` is a stand-in rather than a credential: short, or only words."""
+    return len(secret) < MIN_FRAGMENT or _WORDS.fullmatch(secret) is not None
+
+
+class Scrubber:
+    """``scrubber(text)``: ``text`` with the key and every long enough piece of it masked."""
+
+    __slots__ = ("_fragments", "_secret")
+
+    def __init__(self, secret: str | None) -> None:
+        self._secret = secret if secret and not is_placeholder_key(secret) else None
+        self._fragments: frozenset[str] = (
+            frozenset(
+                self._secret[i : i + MIN_FRAGMENT]
+                for i in range(len(self._secret) - MIN_FRAGMENT + 1)
+            )
+            if self._secret
+            else frozenset()
+        )
+
+    def __call__(self, text: str) -> str:
+        secret = self._secret
+        if secret is None or not text:
+            return text
+        text = text.replace(secret, MASK)
+        fragments = self._fragments
+        size = MIN_FRAGMENT
+        if len(text) < size:
+            return text
+        # mark every window of the text that is a piece of the key, then mask the marked runs
+        hits = [i for i in range(len(text) - size + 1) if text[i : i + size] in fragments]
+        if not hits:
+            return text
+        out: list[str] = []
+        position = 0
+        start = end = hits[0]
+        for i in [*hits[1:], None]:
+            if i is not None and i <= end + size:
+                end = i
+                continue
+            out.append(text[position:start])
+            out.append(MASK)
+            position = end + size
+            if i is not None:
+                start = end = i
+        out.append(text[position:])
+        return "".join(out)
