@@ -46,10 +46,12 @@ from lionagi.protocols.messages import (
     Instruction,
     Message,
     MessageManager,
+    Reasoning,
     System,
     ToolCall,
     Usage,
 )
+from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.errors import (
     AuthenticationError,
@@ -141,6 +143,7 @@ __all__ = [
     "ProviderTimeout",
     "RateLimitError",
     "RateLimitQueueFull",
+    "Reasoning",
     "ResultCondition",
     "RetryPolicy",
     "RunEnd",
@@ -159,6 +162,7 @@ __all__ = [
     "ToolFailed",
     "ToolNotFoundError",
     "ToolRegistry",
+    "ToolSpec",
     "ToolTimeoutError",
     "TurnExecutionContext",
     "TurnFinalizingError",
