@@ -10,7 +10,6 @@ backends, and the model must stay usable after it.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,11 +27,11 @@ from lionagi.service.types import (
     TextDelta,
     ToolCallDelta,
 )
-from tests.service.http_server import Reply, ScriptedServer, sse
+from tests.service.http_server import Reply, ScriptedServer
+from tests.service.replay_data import REPLAY, load, reply_of
 
 pytestmark = pytest.mark.anyio
 
-REPLAY = Path(__file__).with_name("replay")
 CASES = sorted(REPLAY.glob("*.json"))
 KEY = "sk-replay-0123456789abcdef"
 HISTORY: list[Message] = [System(content="Be brief."), Instruction(instruction="Go.")]
@@ -42,28 +41,6 @@ HISTORY: list[Message] = [System(content="Be brief."), Instruction(instruction="
 def server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as running:
         yield running
-
-
-def load(path: Path) -> dict[str, Any]:
-    case: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return case
-
-
-def reply_of(reply: dict[str, Any]) -> Reply:
-    """The recorded answer as the scripted server sends it."""
-    status = reply.get("status", 200)
-    headers = reply.get("headers", {})
-    if "events" not in reply:
-        return Reply(status=status, json=reply["json"], headers=headers)
-    events: list[str] = []
-    for item in reply["events"]:
-        if isinstance(item, str) and item.startswith(":"):
-            events.append(item)  # a comment line, sent as recorded
-        elif isinstance(item, dict) and set(item) == {"event", "data"}:
-            events.append(sse(item["data"], event=item["event"]))
-        else:
-            events.append(sse(item))
-    return Reply(status=status, events=events, headers=headers)
 
 
 def model_of(case: dict[str, Any], server: ScriptedServer, path: Path) -> iModel:

@@ -13,7 +13,6 @@ import socket
 import struct
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,11 +30,10 @@ from lionagi.service.errors import BadRequestError, ProtocolError, ProviderConne
 from lionagi.service.imodel import iModel
 from lionagi.session.branch import Branch
 from tests.service.http_server import Reply, ScriptedServer, sse
-from tests.service.test_replay import load, reply_of
+from tests.service.replay_data import REPLAY, load, reply_of
 
 pytestmark = pytest.mark.anyio
 
-REPLAY = Path(__file__).with_name("replay")
 KEY = "sk-wire-test-4f9a2c71d8e3b605"
 
 
