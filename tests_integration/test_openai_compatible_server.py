@@ -8,6 +8,8 @@ words.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import BaseModel
 
@@ -17,7 +19,7 @@ from tests_integration.conftest import BASE_URL, MODEL
 pytestmark = pytest.mark.anyio
 
 
-def model(**kw: object) -> iModel:
+def model(**kw: Any) -> iModel:
     return iModel(
         "openai",
         MODEL,

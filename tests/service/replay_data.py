@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.service.http_server import Reply, sse
+from tests.service.http_server import Reply, Step, sse
 
 __all__ = ["REPLAY", "load", "reply_of"]
 
@@ -24,7 +24,7 @@ def reply_of(reply: dict[str, Any]) -> Reply:
     headers = reply.get("headers", {})
     if "events" not in reply:
         return Reply(status=status, json=reply["json"], headers=headers)
-    events: list[str] = []
+    events: list[str | Step] = []
     for item in reply["events"]:
         if isinstance(item, str) and item.startswith(":"):
             events.append(item)  # a comment line, sent as recorded

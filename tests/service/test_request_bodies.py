@@ -27,6 +27,7 @@ from lionagi.protocols.messages import (
     System,
 )
 from lionagi.service.imodel import iModel
+from lionagi.service.types import StructuredOutput
 
 _STRICT = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -131,7 +132,9 @@ REQUESTS: dict[str, dict[str, Any]] = {
 @pytest.mark.parametrize("mode", ["json_schema", "json_object", "prompt"])
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("name", list(REQUESTS))
-def test_openai_bodies_are_what_the_sdk_accepts(name: str, stream: bool, mode: str) -> None:
+def test_openai_bodies_are_what_the_sdk_accepts(
+    name: str, stream: bool, mode: StructuredOutput
+) -> None:
     model = iModel("openai", "gpt-4o-mini", api_key="sk-x", structured_output=mode)
     params = dict(REQUESTS[name])
     request = model.request(params.pop("messages"), **params)

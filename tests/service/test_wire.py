@@ -29,7 +29,7 @@ from lionagi.protocols.messages import (
 from lionagi.service.errors import BadRequestError, ProtocolError, ProviderConnectionError
 from lionagi.service.imodel import iModel
 from lionagi.session.branch import Branch
-from tests.service.http_server import Reply, ScriptedServer, sse
+from tests.service.http_server import Reply, ScriptedServer, Step, sse
 from tests.service.replay_data import REPLAY, load, reply_of
 
 pytestmark = pytest.mark.anyio
@@ -126,7 +126,7 @@ async def test_run_sends_anthropic_thinking_back_before_the_tool_use(
         """The weather."""
         return "sunny"
 
-    end = [
+    end: list[str | Step] = [
         sse({"type": "message_start", "message": {"model": "c", "usage": {"input_tokens": 1}}}),
         sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}),
         sse(
