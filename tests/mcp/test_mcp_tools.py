@@ -258,7 +258,7 @@ async def test_operate_uses_mcp_tools(make_server: MakeServer) -> None:
     responses = [m for m in branch.msgs if isinstance(m, ActionResponse)]
     assert [r.output for r in responses] == [{"result": 42}]
     first = model.calls[0]
-    assert [t["function"]["name"] for t in first.tools] == ["add"]
+    assert [t.name for t in first.tools] == ["add"]
     assert result is not None
 
 

@@ -52,9 +52,11 @@ def model_of(case: dict[str, Any], server: ScriptedServer, path: Path) -> iModel
             executable=[sys.executable, str(Path(__file__).with_name("replay_cli.py"))],
             env={"REPLAY_FILE": str(path)},
             timeout=60,
+            retry=None,
         )
     base = server.url if provider == "anthropic" else f"{server.url}/v1"
-    return iModel(provider, "m", base_url=base, api_key=KEY, timeout=20)
+    # no retries: each case is one answer, read once
+    return iModel(provider, "m", base_url=base, api_key=KEY, timeout=20, retry=None)
 
 
 async def answer(model: iModel, stream: bool) -> tuple[ModelResponse, list[StreamChunk]]:

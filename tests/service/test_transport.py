@@ -31,7 +31,9 @@ def answer(text: str = "ok") -> Reply:
 
 
 def model_for(server: ScriptedServer, **kw: Any) -> iModel:
-    return iModel("openai", "m", base_url=f"{server.url}/v1", api_key="sk-x", timeout=20, **kw)
+    return iModel(
+        "openai", "m", base_url=f"{server.url}/v1", api_key="sk-x", timeout=20, retry=None, **kw
+    )
 
 
 def test_one_ssl_context_serves_every_model_and_event_loop(

@@ -44,11 +44,15 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def openai_model(server: ScriptedServer, provider: str = "openai", **kw: Any) -> iModel:
-    return iModel(provider, "m", base_url=f"{server.url}/v1", api_key=KEY, timeout=20, **kw)
+    return iModel(
+        provider, "m", base_url=f"{server.url}/v1", api_key=KEY, timeout=20, retry=None, **kw
+    )
 
 
 def anthropic_model(server: ScriptedServer, **kw: Any) -> iModel:
-    return iModel("anthropic", "claude-x", base_url=server.url, api_key=KEY, timeout=20, **kw)
+    return iModel(
+        "anthropic", "claude-x", base_url=server.url, api_key=KEY, timeout=20, retry=None, **kw
+    )
 
 
 def recorded(name: str) -> Reply:
@@ -363,7 +367,9 @@ async def test_a_partial_key_is_scrubbed(server: ScriptedServer) -> None:
 async def test_a_placeholder_key_does_not_mangle_server_text(server: ScriptedServer) -> None:
     message = "tool_choice must be one of none, auto or required"
     server.reply(Reply(status=400, json={"error": {"message": message}}))
-    model = iModel("openai", "m", base_url=f"{server.url}/v1", api_key="none", timeout=20)
+    model = iModel(
+        "openai", "m", base_url=f"{server.url}/v1", api_key="none", timeout=20, retry=None
+    )
 
     with pytest.raises(BadRequestError) as caught:
         await model.invoke([Instruction(instruction="x")])
@@ -404,7 +410,12 @@ def resetting_port() -> Iterator[int]:
 
 async def test_a_reset_connection_is_a_connection_error(resetting_port: int) -> None:
     model = iModel(
-        "openai", "m", base_url=f"http://127.0.0.1:{resetting_port}/v1", api_key=KEY, timeout=20
+        "openai",
+        "m",
+        base_url=f"http://127.0.0.1:{resetting_port}/v1",
+        api_key=KEY,
+        timeout=20,
+        retry=None,
     )
 
     with pytest.raises(ProviderConnectionError, match="broke off") as caught:

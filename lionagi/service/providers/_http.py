@@ -43,6 +43,7 @@ from lionagi.service.errors import (
 )
 from lionagi.service.providers._usage import as_int
 from lionagi.service.providers.base import Provider
+from lionagi.service.types import ModelResponse
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -338,6 +339,31 @@ class HTTPProvider(Provider):
     def preview(self, value: Any) -> str:
         """A short rendering of ``value`` for an error message, scrubbed before it is cut."""
         return preview(value, self._scrub)
+
+    # -- reading replies -----------------------------------------------------------------
+    def optional_str(self, value: Any, where: str) -> str | None:
+        """``value`` if it is a string or null, else a ProtocolError naming ``where``."""
+        if value is None or isinstance(value, str):
+            return value
+        raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
+
+    def call_id(self, value: Any, index: int, where: str) -> str:
+        """A tool call's id: ``call_<index>`` when missing or empty (Gemini sends ``""``), a
+        number as text, else a ProtocolError naming ``where``."""
+        if value is None or value == "":
+            return f"call_{index}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
+            raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
+        return value
+
+    def response(self, *, model: str | None, **fields: Any) -> ModelResponse:
+        """The reply, or a ProtocolError when a field cannot be held (pydantic's check)."""
+        try:
+            return ModelResponse(model=model or self.model, provider=self.name, **fields)
+        except (ValueError, RecursionError) as exc:
+            raise self.protocol_error(f"the answer cannot be recorded: {exc}") from None
 
     def event_json(self, data: str) -> dict[str, Any]:
         """Decode the data of one stream event, which must be a JSON object."""

@@ -15,7 +15,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from lionagi.protocols.messages import Reasoning, ToolCall, Usage
+from lionagi.protocols.messages import Reasoning, ToolCall
 from lionagi.service.errors import ProtocolError, ProviderError
 from lionagi.service.providers._anthropic_render import DEFAULT_MAX_TOKENS, anthropic_body
 from lionagi.service.providers._http import (
@@ -108,13 +108,13 @@ class AnthropicProvider(HTTPProvider):
                 )
             elif kind in _THINKING:
                 reasoning.append(self._reasoning(block, position))
-        return self._build(
+        return self.response(
             text="".join(text),
-            calls=calls,
-            reasoning=reasoning,
+            tool_calls=tuple(calls),
+            reasoning=tuple(reasoning),
             usage=anthropic_usage(data.get("usage")),
-            model=self._opt_str(data.get("model"), "model"),
-            stop_reason=self._opt_str(data.get("stop_reason"), "stop_reason"),
+            model=self.optional_str(data.get("model"), "model"),
+            finish_reason=self.optional_str(data.get("stop_reason"), "stop_reason"),
             raw=data,
         )
 
@@ -136,7 +136,7 @@ class AnthropicProvider(HTTPProvider):
                 if kind == "message_start":
                     message = data.get("message")
                     if isinstance(message, dict):
-                        model = self._opt_str(message.get("model"), "message.model") or model
+                        model = self.optional_str(message.get("model"), "message.model") or model
                         _merge_usage(raw_usage, message.get("usage"))
                 elif kind == "content_block_start":
                     index, raw = data.get("index"), data.get("content_block")
@@ -154,7 +154,7 @@ class AnthropicProvider(HTTPProvider):
                     elif block.type == "tool_use":
                         block.call = calls
                         calls += 1
-                        block.id = self._call_id(raw.get("id"), block.call)
+                        block.id = self.call_id(raw.get("id"), block.call, "tool_use id")
                         block.name = self._name(raw.get("name"), block.id)
                         yield ToolCallDelta(index=block.call, id=block.id, name=block.name)
                     elif block.type in _THINKING:
@@ -172,7 +172,7 @@ class AnthropicProvider(HTTPProvider):
                 elif kind == "message_delta":
                     delta = data.get("delta")
                     if isinstance(delta, dict) and delta.get("stop_reason"):
-                        stop_reason = self._opt_str(delta["stop_reason"], "delta.stop_reason")
+                        stop_reason = self.optional_str(delta["stop_reason"], "delta.stop_reason")
                     _merge_usage(raw_usage, data.get("usage"))
                 elif kind == "message_stop":
                     finished = True
@@ -200,13 +200,13 @@ class AnthropicProvider(HTTPProvider):
                     raise
                 # the reply was cut inside this tool input: keep the rest of the reply
         yield FinalChunk(
-            response=self._build(
+            response=self.response(
                 text="".join(text),
-                calls=tool_calls,
-                reasoning=reasoning,
+                tool_calls=tuple(tool_calls),
+                reasoning=tuple(reasoning),
                 usage=usage,
                 model=model,
-                stop_reason=stop_reason,
+                finish_reason=stop_reason,
             )
         )
 
@@ -239,31 +239,6 @@ class AnthropicProvider(HTTPProvider):
         return None  # citations and later delta types carry no reply text
 
     # -- pieces ------------------------------------------------------------------------
-    def _build(
-        self,
-        *,
-        text: str,
-        calls: list[ToolCall],
-        reasoning: list[Reasoning],
-        usage: Usage,
-        model: str | None,
-        stop_reason: str | None,
-        raw: Any = None,
-    ) -> ModelResponse:
-        try:
-            return ModelResponse(
-                text=text,
-                tool_calls=tuple(calls),
-                reasoning=tuple(reasoning),
-                usage=usage,
-                model=model or self.model,
-                provider=self.name,
-                finish_reason=stop_reason,
-                raw=raw,
-            )
-        except (ValueError, RecursionError) as exc:  # pydantic: raw JSON it cannot hold
-            raise self.protocol_error(f"the answer cannot be recorded: {exc}") from None
-
     def _reasoning(self, block: dict[str, Any], where: Any) -> Reasoning:
         thinking = block.get("thinking")
         try:
@@ -276,15 +251,6 @@ class AnthropicProvider(HTTPProvider):
             raise self.protocol_error(
                 f"thinking block {where} cannot be read: {self.preview(block)}"
             ) from None
-
-    def _call_id(self, value: Any, index: int) -> str:
-        if value is None or value == "":
-            return f"call_{index}"
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-        if not isinstance(value, str):
-            raise self.protocol_error(f"tool_use id must be a string, got {self.preview(value)}")
-        return value
 
     def _name(self, value: Any, call_id: str) -> str:
         if not isinstance(value, str) or not value:
@@ -301,13 +267,8 @@ class AnthropicProvider(HTTPProvider):
             raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
         return value
 
-    def _opt_str(self, value: Any, where: str) -> str | None:
-        if value is None or isinstance(value, str):
-            return value
-        raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
-
     def _tool_call(self, call_id: Any, name: Any, arguments: Any, index: int) -> ToolCall:
-        ident = self._call_id(call_id, index)
+        ident = self.call_id(call_id, index, "tool_use id")
         name = self._name(name, ident)
         if isinstance(arguments, str):
             try:

@@ -105,46 +105,21 @@ class OpenAIChatProvider(HTTPProvider):
                     f"tool_calls[{index}] has no function object: {self.preview(raw)}"
                 )
             partial = _PartialCall(
-                id=self._call_id(raw.get("id"), index),
+                id=self.call_id(raw.get("id"), index, f"tool_calls[{index}].id"),
                 name=self._call_name(function.get("name"), index),
                 provider_fields=_provider_fields(raw),
             )
             self._add_arguments(partial, function.get("arguments"), index)
             calls.append(self._tool_call(partial))
-        return self._build(
+        return self.response(
             text=self._content(message.get("content")),
-            refusal=self._optional_str(message.get("refusal"), "message.refusal"),
-            calls=calls,
+            refusal=self.optional_str(message.get("refusal"), "message.refusal") or None,
+            tool_calls=tuple(calls),
             usage=self._usage(data.get("usage")),
-            model=self._optional_str(data.get("model"), "model"),
-            finish_reason=self._optional_str(choice.get("finish_reason"), "finish_reason"),
+            model=self.optional_str(data.get("model"), "model"),
+            finish_reason=self.optional_str(choice.get("finish_reason"), "finish_reason"),
             raw=data,
         )
-
-    def _build(
-        self,
-        *,
-        text: str,
-        refusal: str | None,
-        calls: list[ToolCall],
-        usage: Usage,
-        model: str | None,
-        finish_reason: str | None,
-        raw: Any = None,
-    ) -> ModelResponse:
-        try:
-            return ModelResponse(
-                text=text,
-                refusal=refusal or None,
-                tool_calls=tuple(calls),
-                usage=usage,
-                model=model or self.model,
-                provider=self.name,
-                finish_reason=finish_reason,
-                raw=raw,
-            )
-        except (ValueError, RecursionError) as exc:  # pydantic: raw JSON it cannot hold
-            raise self.protocol_error(f"the answer cannot be recorded: {exc}") from None
 
     # -- streams -----------------------------------------------------------------------
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
@@ -164,7 +139,7 @@ class OpenAIChatProvider(HTTPProvider):
                 data = self.event_json(event.data)
                 if data.get("error"):
                     raise self._payload_error(data)
-                model = self._optional_str(data.get("model"), "model") or model
+                model = self.optional_str(data.get("model"), "model") or model
                 if data.get("usage"):
                     usage = self._usage(data["usage"])
                     yield UsageChunk(usage=usage)
@@ -180,7 +155,7 @@ class OpenAIChatProvider(HTTPProvider):
                         )
                     if choice.get("index", 0) != 0:
                         continue  # n > 1: only choice 0 is read, as in whole replies
-                    reason = self._optional_str(choice.get("finish_reason"), "finish_reason")
+                    reason = self.optional_str(choice.get("finish_reason"), "finish_reason")
                     finish_reason = reason or finish_reason
                     delta = choice.get("delta")
                     if delta is None and reason:
@@ -193,7 +168,7 @@ class OpenAIChatProvider(HTTPProvider):
                     if content:
                         text.append(content)
                         yield TextDelta(text=content)
-                    refused = self._optional_str(delta.get("refusal"), "delta.refusal")
+                    refused = self.optional_str(delta.get("refusal"), "delta.refusal")
                     if refused:
                         refusal.append(refused)
                     raw_calls = delta.get("tool_calls")
@@ -205,10 +180,10 @@ class OpenAIChatProvider(HTTPProvider):
                         yield self._merge_call(calls, raw)
         if not done and finish_reason is None:
             raise self.protocol_error("the stream ended before the reply was complete")
-        response = self._build(
+        response = self.response(
             text="".join(text),
-            refusal="".join(refusal),
-            calls=[self._tool_call(call) for _, call in sorted(calls.items())],
+            refusal="".join(refusal) or None,
+            tool_calls=tuple(self._tool_call(call) for _, call in sorted(calls.items())),
             usage=usage,
             model=model,
             finish_reason=finish_reason,
@@ -231,9 +206,9 @@ class OpenAIChatProvider(HTTPProvider):
         raw_id = raw.get("id")
         call_id: str | None = None
         if raw_id not in (None, ""):
-            call_id = self._call_id(raw_id, index)
+            call_id = self.call_id(raw_id, index, f"tool_calls[{index}].id")
         elif fresh:
-            call_id = self._call_id(None, index)  # made up once; later deltas keep it
+            call_id = self.call_id(None, index, "")  # made up once; later deltas keep it
         if call_id is not None and (not call.id or call_id != call.id):
             call.id = call_id
         else:
@@ -252,17 +227,6 @@ class OpenAIChatProvider(HTTPProvider):
         )
 
     # -- pieces ------------------------------------------------------------------------
-    def _call_id(self, value: Any, index: int) -> str:
-        if value is None or value == "":
-            return f"call_{index}"  # Gemini sends "", some servers nothing
-        if isinstance(value, int) and not isinstance(value, bool):
-            return str(value)
-        if not isinstance(value, str):
-            raise self.protocol_error(
-                f"tool_calls[{index}].id must be a string, got {self.preview(value)}"
-            )
-        return value
-
     def _call_name(self, value: Any, index: int) -> str:
         if not isinstance(value, str) or not value:
             raise self.protocol_error(
@@ -334,11 +298,6 @@ class OpenAIChatProvider(HTTPProvider):
         raise self.protocol_error(
             f"message content must be a string or a list of parts, got {self.preview(content)}"
         )
-
-    def _optional_str(self, value: Any, where: str) -> str | None:
-        if value is None or isinstance(value, str):
-            return value
-        raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
 
     def _usage(self, raw: Any) -> Usage:
         if not isinstance(raw, dict):
