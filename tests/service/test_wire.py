@@ -470,6 +470,7 @@ async def test_presets_pick_a_structured_output_mode_and_iModel_can_override(
 ) -> None:
     assert openai_model(server).structured_output == "json_schema"
     assert openai_model(server, provider="groq").structured_output == "json_object"
+    assert openai_model(server, provider="deepseek").structured_output == "json_object"
     assert anthropic_model(server).structured_output == "prompt"
     chosen = openai_model(server, provider="groq", structured_output="prompt")
     assert chosen.structured_output == "prompt"

@@ -60,7 +60,12 @@ PROVIDERS.update(
         (
             "lionagi.service.providers.openai",
             "OpenAIChatProvider",
-            {"base_url": p.base_url, "api_key_env": p.api_key_env, "name": name},
+            {
+                "base_url": p.base_url,
+                "api_key_env": p.api_key_env,
+                "name": name,
+                "structured_output": p.structured_output,
+            },
         ),
     )
     for name, p in OPENAI_COMPATIBLE.items()

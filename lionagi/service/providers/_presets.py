@@ -17,6 +17,8 @@ class Preset(NamedTuple):
     api_key_env: str | None
     #: what the service offers through this API (for the providers guide)
     supports: str
+    #: how a ``response_format`` is asked for (see ``StructuredOutput``)
+    structured_output: str = "json_schema"
 
 
 OPENAI_COMPATIBLE: dict[str, Preset] = {
@@ -29,6 +31,7 @@ OPENAI_COMPATIBLE: dict[str, Preset] = {
         "https://api.deepseek.com/v1",
         "DEEPSEEK_API_KEY",
         "chat, streaming, tools, JSON output",
+        "json_object",  # no JSON-schema mode
     ),
     "perplexity": Preset(
         "https://api.perplexity.ai",

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any, ClassVar
 
-from lionagi.protocols._render import _complete_tool_calls
+from lionagi.protocols._render import complete_tool_calls
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -29,9 +29,10 @@ from lionagi.protocols.messages import (
     ToolCall,
     Usage,
 )
+from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service.errors import ProviderError, ServerError
 from lionagi.service.providers._http import as_int, preview
-from lionagi.service.providers.openai import OpenAIChatProvider
+from lionagi.service.providers.openai import OpenAIChatProvider, _PartialCall
 from lionagi.service.types import (
     FinalChunk,
     ModelRequest,
@@ -106,7 +107,10 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
                 arguments = item.get("arguments")
                 if not isinstance(call_id, str) or not isinstance(arguments, str):
                     raise self.protocol_error(f"malformed function call: {preview(item)}")
-                calls.append(self._tool_call(call_id, str(item.get("name") or ""), arguments))
+                partial = _PartialCall(
+                    id=call_id, name=str(item.get("name") or ""), arguments=arguments
+                )
+                calls.append(self._tool_call(partial))
             # reasoning and other item types travel in raw only
         status = data.get("status")
         incomplete = data.get("incomplete_details")
@@ -193,7 +197,7 @@ def to_responses_input(request: ModelRequest) -> list[dict[str, Any]]:
     """
     items: list[dict[str, Any]] = []
     replayed: set[str] = set()  # call ids already sent inside replayed output items
-    for message in _complete_tool_calls(request.messages):
+    for message in complete_tool_calls(request.messages):
         items.extend(_items(message, replayed))
     return items
 
@@ -255,11 +259,10 @@ def _message_text(item: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _as_responses_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    """A chat-completions function schema flattened to the Responses tool shape."""
-    function = tool.get("function", tool)
-    entry: dict[str, Any] = {"type": "function", "name": function.get("name")}
-    if function.get("description"):
-        entry["description"] = function["description"]
-    entry["parameters"] = function.get("parameters") or {"type": "object", "properties": {}}
+def _as_responses_tool(tool: ToolSpec) -> dict[str, Any]:
+    """A tool in the Responses API's flat function shape."""
+    entry: dict[str, Any] = {"type": "function", "name": tool.name}
+    if tool.description:
+        entry["description"] = tool.description
+    entry["parameters"] = tool.parameters
     return entry
