@@ -1,10 +1,11 @@
 """Removing an API key from text a server sent back (error messages, echoed requests).
 
 A server may echo the key whole, or a piece of it ("Incorrect API key provided: sk-abc...xyz"),
-so every run of at least :data:`MIN_FRAGMENT` characters of the key is masked, and the masking
-runs before any message is cut short. A placeholder key (``"none"``, ``"EMPTY"``,
-``"sk-no-key-required"``: local servers want *some* key) is not a secret, and masking it would
-mangle ordinary words of the server's text, so it is left alone.
+so every run of at least :data:`MIN_FRAGMENT` characters of the key that holds a digit (or is
+twice that long) is masked -- a run of letters alone may be an ordinary word of the key, such
+as ``response`` -- and the masking runs before any message is cut short. A placeholder key
+(``"none"``, ``"EMPTY"``, ``"sk-no-key-required"``: local servers want *some* key) is not a
+secret, and masking it would mangle ordinary words of the server's text, so it is left alone.
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ class Scrubber:
             if i is not None and i <= end + size:
                 end = i
                 continue
-            out.append(text[position:start])
-            out.append(MASK)
-            position = end + size
+            run = text[start : end + size]
+            if len(run) >= 2 * size or any(c.isdigit() for c in run):
+                out.append(text[position:start])
+                out.append(MASK)
+                position = end + size
             if i is not None:
                 start = end = i
         out.append(text[position:])
