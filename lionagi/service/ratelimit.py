@@ -71,15 +71,19 @@ def _text_of(message: Message) -> str:
 class RateLimitGrant:
     """One admitted request: when it started and the tokens it is charged with."""
 
-    __slots__ = ("started", "tokens")
+    __slots__ = ("_limiter", "started", "tokens")
 
-    def __init__(self, started: float, tokens: int) -> None:
+    def __init__(self, limiter: RateLimiter | None, started: float, tokens: int) -> None:
+        self._limiter = limiter  # None once the grant has left the window
         self.started = started
         self.tokens = tokens
 
     def settle(self, tokens: int) -> None:
         """Replace the estimated charge with the tokens the request really used."""
-        self.tokens = max(int(tokens), 0)
+        tokens = max(int(tokens), 0)
+        if self._limiter is not None:
+            self._limiter._tokens += tokens - self.tokens
+        self.tokens = tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,7 @@ class RateLimiter:
         self.queue_capacity = queue_capacity
         self.clock = clock
         self._log: deque[RateLimitGrant] = deque()  # admitted requests still in the window
+        self._tokens = 0  # the tokens charged to the requests in _log
         self._waiters: deque[_Waiter] = deque()
 
     # -- admission -----------------------------------------------------------------------
@@ -178,8 +183,9 @@ class RateLimiter:
             self._waiters[0].event.set()
 
     def _admit(self, tokens: int) -> RateLimitGrant:
-        grant = RateLimitGrant(self.clock.now(), tokens)
+        grant = RateLimitGrant(self, self.clock.now(), tokens)
         self._log.append(grant)
+        self._tokens += tokens
         return grant
 
     def _delay(self, now: float, tokens: int) -> float:
@@ -187,7 +193,9 @@ class RateLimiter:
         horizon = now - self.interval
         log = self._log
         while log and log[0].started <= horizon:
-            log.popleft()
+            gone = log.popleft()
+            gone._limiter = None
+            self._tokens -= gone.tokens
         delay = 0.0
         limit = self.limit_requests
         if limit is not None and len(log) >= limit:
@@ -195,7 +203,7 @@ class RateLimiter:
             delay = log[len(log) - limit].started - horizon
         budget = self.limit_tokens
         if budget is not None and tokens:
-            used = sum(grant.tokens for grant in log)
+            used = self._tokens
             if used + tokens > budget:
                 for grant in log:
                     used -= grant.tokens
