@@ -37,7 +37,7 @@ def offline_model() -> TestModel:
             [TestModel.scripted_tool_call("population", city="Oslo")],
             # ...then, with the result in the history, writes its analysis
             '{"analysis": "The tool says Oslo has 709000 people.", "extension_needed": false,'
-            ' "reason": {"text": "The tool answered directly.", "confidence": 0.9}}',
+            ' "reason": {"content": "The tool answered directly.", "confidence_score": 0.9}}',
             # the final answer, in the requested format
             '{"city": "Oslo", "population": 709000}',
         ]

@@ -44,7 +44,7 @@ def offline_model() -> TestModel:
             "Anything else?",
             # what operate(reason=True) asks for: the fields plus a reason
             '{"name": "Alan Turing", "born": 1912, '
-            '"reason": {"text": "Born in London in 1912.", "confidence": 0.95}}',
+            '"reason": {"content": "Born in London in 1912.", "confidence_score": 0.95}}',
         ]
     )
 

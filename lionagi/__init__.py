@@ -30,8 +30,9 @@ from lionagi.errors import (
 )
 from lionagi.ln import alcall, bcall
 from lionagi.operations.builder import Builder, ExpansionStrategy, OperationGraphBuilder
+from lionagi.operations.fields import FieldModel
 from lionagi.operations.graph import OperationGraph, OperationNode, ResultCondition
-from lionagi.operations.params import ModelOptions
+from lionagi.operations.params import Instruct, ModelOptions
 from lionagi.operations.turn import DriverState, TurnStream
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope
 from lionagi.protocols.context_providers import (
@@ -108,6 +109,7 @@ __all__ = [
     "DuplicateProviderError",
     "DuplicateToolError",
     "ExpansionStrategy",
+    "FieldModel",
     "FlowEnd",
     "FlowError",
     "FlowEvent",
@@ -115,6 +117,7 @@ __all__ = [
     "FlowStream",
     "GraphCycleError",
     "HistoryError",
+    "Instruct",
     "Instruction",
     "LionError",
     "LoopBreak",

@@ -101,7 +101,7 @@ async def test_structured_output() -> None:
     assert isinstance(alan, module.Person)
     assert issubclass(module.Person, BaseModel)
     assert (alan.name, alan.born) == ("Alan Turing", 1912)
-    assert alan.reason.confidence == 0.95
+    assert alan.reason.confidence_score == 0.95
 
 
 async def test_react() -> None:

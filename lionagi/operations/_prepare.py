@@ -14,6 +14,7 @@ from pydantic import BaseModel, JsonValue
 
 from lionagi.errors import ConfigurationError, OperationError
 from lionagi.operations._model_call import check_usage_limits, retry_hook
+from lionagi.operations.fields import request_fields_model
 from lionagi.operations.turn import control_point
 from lionagi.protocols.context_providers import ProviderReport
 from lionagi.protocols.messages import Instruction, Message, System
@@ -21,11 +22,13 @@ from lionagi.service._text import check_text, clean_json
 from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
+    from lionagi.operations.params import ChatParams, CommunicateParams
     from lionagi.operations.types import TurnScope
     from lionagi.service.types import ModelResponse
     from lionagi.session.branch import Branch
 
 __all__ = [
+    "answer_format",
     "apply_context_providers",
     "build_instruction",
     "invoke_model",
@@ -52,6 +55,19 @@ def schema_of(response_format: type[BaseModel] | Mapping[str, Any] | None) -> di
         "response_format must be a pydantic model class or a JSON-schema dict, got "
         f"{response_format!r}"
     )
+
+
+def answer_format(
+    params: ChatParams | CommunicateParams, operation: str
+) -> type[BaseModel] | Mapping[str, Any] | None:
+    """The call's ``response_format``, or the model its ``request_fields`` describe."""
+    if params.request_fields is None:
+        return params.response_format
+    if params.response_format is not None:
+        raise OperationError(
+            f"{operation}() got both response_format= and request_fields=; pass one"
+        )
+    return request_fields_model(params.request_fields, operation)
 
 
 def build_instruction(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lionagi.operations._prepare import build_instruction, invoke_model, model_for
+from lionagi.operations._prepare import answer_format, build_instruction, invoke_model, model_for
 from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import ActionRequest, AssistantResponse
 
@@ -17,20 +17,24 @@ if TYPE_CHECKING:
 __all__ = ["chat", "record_response"]
 
 
-def record_response(branch: Branch, response: ModelResponse) -> AssistantResponse:
-    """Record a model reply: the assistant message, then one ActionRequest per tool call."""
+def _reply_message(response: ModelResponse) -> AssistantResponse:
     extras: dict[str, Any] = {}  # only what the reply has: it keeps messages small
     if response.refusal is not None:
         extras["refusal"] = response.refusal
     if response.reasoning:
         extras["reasoning"] = response.reasoning
-    message = AssistantResponse(
+    return AssistantResponse(
         content=response.text,
         model=response.model,
         usage=response.usage,
         raw=response.raw,
         **extras,
     )
+
+
+def record_response(branch: Branch, response: ModelResponse) -> AssistantResponse:
+    """Record a model reply: the assistant message, then one ActionRequest per tool call."""
+    message = _reply_message(response)
     if not response.tool_calls:  # the common case; extend() of one message is add()
         branch.msgs.add(message)
         return message
@@ -47,19 +51,21 @@ def record_response(branch: Branch, response: ModelResponse) -> AssistantRespons
     return message
 
 
-async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> str:
-    """Ask the model with the history as context; return its text. Records only if ``record``."""
+async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> Any:
+    """Ask the model with the history as context; return its text (or, with
+    ``return_ins_res_message``, the instruction and reply messages). Records only if
+    ``record``."""
     message = build_instruction(
         params.instruction,
         guidance=params.guidance,
         context=params.context,
-        response_format=params.response_format,
+        response_format=answer_format(params, "chat_and_record" if record else "chat"),
         images=params.images,
         sender=branch.user,
     )
     options = params.request_options
 
-    async def body(scope: TurnScope) -> str:
+    async def body(scope: TurnScope) -> Any:
         model = model_for(scope, branch, params.chat_model)
         if record:
             branch.msgs.add(message)
@@ -75,6 +81,8 @@ async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> s
         )
         if record:
             record_response(branch, response)
+        if params.return_ins_res_message:
+            return message, _reply_message(response)
         return response.text
 
     name = "chat_and_record" if record else "chat"

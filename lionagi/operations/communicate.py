@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lionagi.operations._prepare import build_instruction, invoke_model, model_for
+from pydantic import BaseModel
+
+from lionagi.operations._prepare import answer_format, build_instruction, invoke_model, model_for
 from lionagi.operations.chat import record_response
 from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.turn import run_in_turn
@@ -20,7 +22,9 @@ __all__ = ["communicate"]
 async def communicate(branch: Branch, params: CommunicateParams) -> Any:
     """Record the instruction and the reply; return the text, or the reply parsed into
     ``response_format`` (parse failures follow ``handle_validation``)."""
-    response_format = params.response_format
+    fmt = answer_format(params, "communicate")
+    response_format = fmt if isinstance(fmt, type) else None  # communicate takes classes only
+    as_dict = params.request_fields is not None
     message = build_instruction(
         params.instruction,
         guidance=params.guidance,
@@ -47,7 +51,7 @@ async def communicate(branch: Branch, params: CommunicateParams) -> Any:
         record_response(branch, response)
         if response_format is None:
             return response.text
-        return await parse_in_scope(
+        parsed = await parse_in_scope(
             branch,
             scope,
             response.text,
@@ -56,5 +60,6 @@ async def communicate(branch: Branch, params: CommunicateParams) -> Any:
             handle_validation=params.handle_validation,
             parse_model=params.parse_model,
         )
+        return parsed.model_dump() if as_dict and isinstance(parsed, BaseModel) else parsed
 
     return await run_in_turn(branch, model=params.chat_model, invoke=body, operation="communicate")

@@ -14,13 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
-from pydantic import BaseModel, Field, JsonValue, create_model
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, JsonValue, create_model
 
 from lionagi.errors import OperationError, ParseError
 from lionagi.operations._extract import validate_into
 from lionagi.operations._prepare import build_instruction, invoke_model, model_for, schema_of
 from lionagi.operations.act import act_batch
 from lionagi.operations.chat import record_response
+from lionagi.operations.fields import with_fields
 from lionagi.operations.params import HandleValidation, ToolsArg
 from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.turn import run_in_turn
@@ -50,11 +51,23 @@ _FOLLOW_UP = (
 
 
 class Reason(BaseModel):
-    """The model's reasoning for its answer and how sure it is."""
+    """The model's reasoning for its answer and how sure it is (upstream lionagi's fields).
 
-    text: str = Field(description="Why this answer: the reasoning behind it, briefly.")
-    confidence: float | None = Field(
-        default=None, description="How sure you are, from 0 (guessing) to 1 (certain)."
+    ``text`` and ``confidence`` are read as ``content`` and ``confidence_score``.
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    title: str | None = Field(default=None, description="A short title for the reasoning.")
+    content: str | None = Field(
+        default=None,
+        description="Why this answer: the reasoning behind it, briefly.",
+        validation_alias=AliasChoices("content", "text"),
+    )
+    confidence_score: float | None = Field(
+        default=None,
+        description="How sure you are, from 0 (guessing) to 1 (certain).",
+        validation_alias=AliasChoices("confidence_score", "confidence"),
     )
 
 
@@ -243,6 +256,8 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
     ``action_requests`` and ``action_responses``, or an :class:`OperateResult`.
     """
     response_format = params.response_format
+    if params.field_models:
+        response_format = with_fields(response_format, params.field_models, "operate")
     _check_format(response_format)
     tools, actions, invoke_actions = params.tools, params.actions, params.invoke_actions
     reason, images = params.reason, params.images

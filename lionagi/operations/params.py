@@ -44,6 +44,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from lionagi.errors import OperationError, UnknownParameterError
+from lionagi.operations.fields import FieldModel, RequestFields
 from lionagi.protocols.messages import Instruction
 from lionagi.protocols.tools import Tool
 from lionagi.service.imodel import iModel
@@ -58,6 +59,7 @@ __all__ = [
     "ChatParams",
     "CommunicateParams",
     "HandleValidation",
+    "Instruct",
     "InterpretParams",
     "ModelOptions",
     "NoOptions",
@@ -104,6 +106,23 @@ class ModelOptions(TypedDict, total=False):
     extra_body: dict[str, JsonValue]
 
 
+class Instruct(BaseModel):
+    """Upstream lionagi's bundle of what to ask: pass it as ``instruct=`` (or a dict of these
+    keys) to ``communicate``, ``operate``, ``ReAct`` and ``ReActStream``.
+
+    Its values fill the call's ``instruction``, ``guidance`` and ``context`` (and, for
+    ``operate``, ``reason`` and ``actions``); giving one both ways is an error.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instruction: str | None = None
+    guidance: str | None = None
+    context: JsonValue = None
+    reason: bool | None = None
+    actions: bool | None = None
+
+
 _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, arbitrary_types_allowed=True)
 _MODEL_OPTIONS: TypeAdapter[ModelOptions] = TypeAdapter(ModelOptions)
 MODEL_OPTION_NAMES = frozenset(ModelOptions.__annotations__)
@@ -128,6 +147,8 @@ class OperationParams(BaseModel):
     aliases: ClassVar[Mapping[str, str]] = {}
     #: whether the operation calls a model and so takes :class:`ModelOptions`
     takes_model_options: ClassVar[bool] = True
+    #: the fields an ``instruct=`` (:class:`Instruct`) may fill
+    instruct_fields: ClassVar[tuple[str, ...]] = ()
 
     options: ModelOptions
 
@@ -154,15 +175,19 @@ class ChatParams(_AskParams):
     operation: ClassVar[str] = "chat"
 
     response_format: type[BaseModel] | dict[str, Any] | None
+    request_fields: RequestFields | None
     images: Images
+    return_ins_res_message: bool
 
 
 class CommunicateParams(_AskParams):
     """:meth:`Branch.communicate`."""
 
     operation: ClassVar[str] = "communicate"
+    instruct_fields: ClassVar[tuple[str, ...]] = ("instruction", "guidance", "context")
 
     response_format: type[BaseModel] | None
+    request_fields: RequestFields | None
     parse_model: iModel | None
     images: Images
     num_parse_retries: Count
@@ -196,8 +221,16 @@ class OperateParams(_AskParams):
     """:meth:`Branch.operate`."""
 
     operation: ClassVar[str] = "operate"
+    instruct_fields: ClassVar[tuple[str, ...]] = (
+        "instruction",
+        "guidance",
+        "context",
+        "reason",
+        "actions",
+    )
 
     response_format: type[BaseModel] | None
+    field_models: Sequence[FieldModel] | None
     tools: ToolsArg
     actions: bool
     invoke_actions: bool
@@ -224,6 +257,7 @@ class ReActParams(_AskParams):
     """:meth:`Branch.ReAct` and :meth:`Branch.ReActStream`."""
 
     operation: ClassVar[str] = "ReAct"
+    instruct_fields: ClassVar[tuple[str, ...]] = ("instruction", "guidance", "context")
 
     instruction: str | Instruction  # required here
     tools: ToolsArg
@@ -234,6 +268,7 @@ class ReActParams(_AskParams):
     action_strategy: ActionStrategy
     max_parse_retries: Count
     return_analysis: bool
+    verbose: bool
 
 
 class RunParams(_AskParams):
@@ -307,6 +342,13 @@ _HINTS: Mapping[str, str] = {
     "reasoning_effort": "pass it as a provider option: extra_body={'reasoning_effort': ...}",
     "tool_choice": "pass it as a provider option: extra_body={'tool_choice': ...}",
     "response_format": "this operation returns text; use communicate(response_format=...)",
+    "interpret": "call branch.interpret(text) first and pass its result as the instruction",
+    "interpret_domain": "call branch.interpret(text, domain) first",
+    "interpret_style": "call branch.interpret(text, domain, style) first",
+    "sample_writing": "describe the wanted writing in style=",
+    "exclude_fields": "give operate a response_format without those fields",
+    "request_params": "use response_format= or field_models=",
+    "response_params": "use response_format= or field_models=",
 }
 _RENAMES: Mapping[str, Mapping[str, str]] = {
     "operate": {"num_parse_retries": "max_parse_retries"},
@@ -342,11 +384,47 @@ def bind(cls: type[P], arguments: Mapping[str, Any], *, operation: str | None = 
                         f"{name}() got both {target}= and its alias {alias}=; pass one"
                     )
                 values[target] = value
+    if cls.instruct_fields:
+        _merge_instruct(cls, name, values)
     values["options"] = _model_options(name, given) if given else {}
     try:
         return cls.model_validate(values)
     except ValidationError as exc:
         raise _bad_value(cls, name, exc.errors(include_url=False)[0], given_as) from None
+
+
+def _merge_instruct(cls: type[OperationParams], operation: str, values: dict[str, Any]) -> None:
+    """Fill the fields ``instruct=`` (or an Instruct/dict given as the instruction) carries."""
+    instruct = values.pop("instruct", None)
+    first = values.get("instruction")
+    if instruct is None and isinstance(first, Instruct | Mapping):
+        instruct, values["instruction"] = first, None  # upstream's ReAct(instruct) positional
+    if instruct is None:
+        return
+    if isinstance(instruct, Mapping):
+        try:
+            instruct = Instruct.model_validate(dict(instruct))
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise OperationError(
+                f"{operation}() got instruct with a bad {where!r}: {error['msg']}; its keys are "
+                f"{', '.join(Instruct.model_fields)}"
+            ) from None
+    if not isinstance(instruct, Instruct):
+        raise OperationError(
+            f"{operation}() got instruct={instruct!r:.80}: expected an Instruct or a dict"
+        )
+    for field in cls.instruct_fields:
+        carried = getattr(instruct, field)
+        if carried is None:
+            continue
+        given = values.get(field)
+        if given is not None and given is not False:
+            raise OperationError(
+                f"{operation}() got {field}= both directly and in instruct=; pass it once"
+            )
+        values[field] = carried
 
 
 def request_options(options: ModelOptions) -> dict[str, Any]:
@@ -383,7 +461,8 @@ def known_names(cls: type[OperationParams]) -> list[str]:
     own = [n for n in cls.model_fields if n != "options"]
     if not cls.takes_model_options:
         return own
-    return [*own, *cls.aliases, *sorted(MODEL_OPTION_NAMES)]
+    instruct = ["instruct"] if cls.instruct_fields else []
+    return [*own, *instruct, *cls.aliases, *sorted(MODEL_OPTION_NAMES)]
 
 
 def _unknown(cls: type[OperationParams], operation: str, key: str) -> UnknownParameterError:

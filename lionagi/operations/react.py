@@ -8,6 +8,7 @@ up to ``max_extensions``. Loop control is polled between rounds. The final answe
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from lionagi.session.branch import Branch
 
 __all__ = ["PlannedAction", "ReAct", "ReActAnalysis", "ReActStream"]
+
+logger = logging.getLogger("lionagi.react")
 
 _FINAL = (
     "Give your final answer to the original request now, using your analysis and the tool "
@@ -87,6 +90,7 @@ async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> Asyn
         context=params.context,
         **common,
     )
+    _report(params, analysis, 1)
     yield analysis
     extensions = 0
     limit = params.max_extensions
@@ -94,6 +98,7 @@ async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> Asyn
         await control_point(scope)
         extensions += 1
         analysis = await branch.operate(instruction=_extension_prompt(limit - extensions), **common)
+        _report(params, analysis, extensions + 1)
         yield analysis
     await control_point(scope)
     yield await branch.communicate(
@@ -104,6 +109,11 @@ async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> Asyn
         num_parse_retries=params.max_parse_retries,
         **params.options,
     )
+
+
+def _report(params: ReActParams, analysis: ReActAnalysis, round_number: int) -> None:
+    if params.verbose:
+        logger.info("ReAct round %d: %s", round_number, analysis.analysis)
 
 
 async def ReAct(branch: Branch, params: ReActParams) -> Any:

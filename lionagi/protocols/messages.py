@@ -125,6 +125,13 @@ class Message(BaseModel):
     def role(self) -> str:
         raise NotImplementedError
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Upstream lionagi's per-message ``metadata`` dict, read from the message's own fields
+        (a reply's holds the raw provider response under ``"model_response"``). A new dict
+        each time: messages are immutable."""
+        return {}
+
     def __eq__(self, other: object) -> bool:
         # Field equality only: the render cache is not part of a message's value.
         if type(other) is not type(self):
@@ -194,6 +201,10 @@ class AssistantResponse(Message):
     raw: JsonValue = None
     refusal: str | None = None
     reasoning: tuple[Reasoning, ...] = ()
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return {"model_response": self.raw, "model": self.model}
 
     @property
     def role(self) -> str:
@@ -293,6 +304,11 @@ class MessageManager(Sequence[Message]):
     def snapshot(self) -> list[Message]:
         """A copy of the history as it is now."""
         return list(self._messages)
+
+    @property
+    def progression(self) -> tuple[UUID, ...]:
+        """The message ids in history order (upstream lionagi's ``msgs.progression``)."""
+        return tuple(message.id for message in self._messages)
 
     @property
     def system(self) -> System | None:

@@ -183,7 +183,12 @@ class Tool:
 
 
 class ToolRegistry:
-    """The tools of one conversation, by name, in registration order."""
+    """The tools of one conversation, by name, in registration order.
+
+    Reads like a mapping of name -> :class:`Tool` (``registry["add"]``, ``"add" in registry``,
+    iteration over names, ``keys()``/``values()``/``items()``), as upstream lionagi's
+    ``branch.tools`` dict did; ``get(name)`` raises :class:`ToolNotFoundError` for an unknown
+    name rather than returning None."""
 
     __slots__ = ("_tools",)
 
@@ -252,8 +257,22 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(tuple(self._tools.values()))
+    # Read as a mapping of name -> Tool, as upstream lionagi's ``branch.tools`` dict is.
+    def __getitem__(self, name: str) -> Tool:
+        return self.get(name)
+
+    def __iter__(self) -> Iterator[str]:
+        """The tool names, in registration order (like iterating a dict)."""
+        return iter(tuple(self._tools))
+
+    def keys(self) -> tuple[str, ...]:
+        return self.names
+
+    def values(self) -> tuple[Tool, ...]:
+        return tuple(self._tools.values())
+
+    def items(self) -> tuple[tuple[str, Tool], ...]:
+        return tuple(self._tools.items())
 
     def __repr__(self) -> str:
         return f"ToolRegistry({list(self._tools)!r})"

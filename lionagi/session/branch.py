@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 from uuid import UUID, uuid4
 
 import anyio
+from anyio.lowlevel import checkpoint
 from pydantic import BaseModel, JsonValue
 
 from lionagi._loopbound import LoopBound
@@ -25,12 +26,14 @@ from lionagi.operations import operate as _operate
 from lionagi.operations import parse as _parse
 from lionagi.operations import react as _react
 from lionagi.operations import run as _run
+from lionagi.operations.fields import FieldModel, RequestFields
 from lionagi.operations.params import (
     ActionStrategy,
     ActParams,
     ChatParams,
     CommunicateParams,
     HandleValidation,
+    Instruct,
     InterpretParams,
     ModelOptions,
     NoOptions,
@@ -43,7 +46,12 @@ from lionagi.operations.params import (
 from lionagi.operations.params import ToolsArg as OfferedTools
 from lionagi.operations.turn import TurnStream, schedule_message_signal
 from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
-from lionagi.protocols.messages import Instruction, Message, MessageManager, System
+from lionagi.protocols.messages import (
+    Instruction,
+    Message,
+    MessageManager,
+    System,
+)
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
 from lionagi.service.usage_limits import UsageLimits
@@ -97,6 +105,7 @@ class Branch:
     ``parse_model`` falls back to ``chat_model``. ``tools`` are :class:`Tool` objects or
     plain callables. ``usage_limits`` (a :class:`~lionagi.service.usage_limits.UsageLimits`)
     caps what each turn on this Branch may spend; it can be changed between turns.
+    ``imodel`` is an alias of ``chat_model`` (upstream lionagi's name).
     """
 
     def __init__(
@@ -111,7 +120,12 @@ class Branch:
         user: str | None = None,
         id: UUID | None = None,
         usage_limits: UsageLimits | None = None,
+        imodel: iModel | str | None = None,
     ) -> None:
+        if imodel is not None:  # upstream's name for the chat model
+            if chat_model is not None:
+                raise ConfigurationError("Branch got both chat_model= and its alias imodel=")
+            chat_model = imodel
         if id is not None and not isinstance(id, UUID):
             raise ConfigurationError(f"Branch id must be a UUID, got {id!r}")
         for label, value in (("name", name), ("user", user)):
@@ -212,6 +226,15 @@ class Branch:
     def session(self) -> Session | None:
         return self._session
 
+    async def drain_signals(self) -> None:
+        """Kept for upstream lionagi code; nothing is left to wait for.
+
+        A turn delivers its message signals before its terminal signal, so once an operation
+        has returned its signals are delivered; signals of messages added outside a turn are
+        delivered on their own, best-effort. Returns after one checkpoint, idle or not.
+        """
+        await checkpoint()
+
     async def emit(self, signal: Signal) -> None:
         """Deliver ``signal`` to this Branch's observers now (nothing without a Session)."""
         if self._observer is not None:
@@ -288,13 +311,17 @@ class Branch:
         context: JsonValue = None,
         *,
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        request_fields: RequestFields | None = None,
         chat_model: iModel | None = None,
         imodel: iModel | None = None,
         images: Sequence[str] | None = None,
+        return_ins_res_message: bool = False,
         **options: Unpack[ModelOptions],
-    ) -> str:
+    ) -> Any:
         """Ask the chat model, with the history as context; nothing is recorded.
 
+        Returns the reply text (a ``str``), or with ``return_ins_res_message=True`` (upstream's
+        shape) the unrecorded ``(Instruction, AssistantResponse)`` pair; hence ``Any``.
         ``imodel`` is an alias of ``chat_model``; ``options`` are :class:`ModelOptions`.
         """
         return await _chat.chat(self, bind(ChatParams, locals()))
@@ -306,14 +333,18 @@ class Branch:
         context: JsonValue = None,
         *,
         response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        request_fields: RequestFields | None = None,
         chat_model: iModel | None = None,
         imodel: iModel | None = None,
         images: Sequence[str] | None = None,
         **options: Unpack[ModelOptions],
     ) -> str:
         """Like :meth:`chat`, recording the instruction and the reply."""
-        params = bind(ChatParams, locals(), operation="chat_and_record")
-        return await _chat.chat(self, params, record=True)
+        params = bind(
+            ChatParams, {**locals(), "return_ins_res_message": False}, operation="chat_and_record"
+        )
+        text: str = await _chat.chat(self, params, record=True)
+        return text
 
     async def parse(
         self,
@@ -335,7 +366,9 @@ class Branch:
         guidance: str | None = None,
         context: JsonValue = None,
         *,
+        instruct: Instruct | Mapping[str, Any] | None = None,
         response_format: type[BaseModel] | None = None,
+        request_fields: RequestFields | None = None,
         chat_model: iModel | None = None,
         imodel: iModel | None = None,
         parse_model: iModel | None = None,
@@ -363,10 +396,12 @@ class Branch:
     async def operate(
         self,
         *,
+        instruct: Instruct | Mapping[str, Any] | None = None,
         instruction: str | Instruction | None = None,
         guidance: str | None = None,
         context: JsonValue = None,
         response_format: type[BaseModel] | None = None,
+        field_models: Sequence[FieldModel] | None = None,
         tools: OfferedTools = None,
         actions: bool = False,
         invoke_actions: bool = True,
@@ -422,8 +457,9 @@ class Branch:
 
     async def ReAct(
         self,
-        instruction: str | Instruction,
+        instruction: str | Instruction | Instruct | Mapping[str, Any] | None = None,
         *,
+        instruct: Instruct | Mapping[str, Any] | None = None,
         guidance: str | None = None,
         context: JsonValue = None,
         tools: OfferedTools = None,
@@ -436,16 +472,20 @@ class Branch:
         action_strategy: ActionStrategy = "concurrent",
         max_parse_retries: int = 3,
         return_analysis: bool = False,
+        verbose: bool = False,
         **options: Unpack[ModelOptions],
     ) -> Any:
         """Reason-act rounds then a final answer, as one turn (see
-        :func:`lionagi.operations.react.ReAct`)."""
+        :func:`lionagi.operations.react.ReAct`). Upstream's ``ReAct(instruct)`` works too:
+        an :class:`Instruct` or dict as the first argument or as ``instruct=``; ``verbose``
+        logs each round's analysis on the ``lionagi.react`` logger."""
         return await _react.ReAct(self, bind(ReActParams, locals()))
 
     def ReActStream(
         self,
-        instruction: str | Instruction,
+        instruction: str | Instruction | Instruct | Mapping[str, Any] | None = None,
         *,
+        instruct: Instruct | Mapping[str, Any] | None = None,
         guidance: str | None = None,
         context: JsonValue = None,
         tools: OfferedTools = None,
@@ -457,6 +497,7 @@ class Branch:
         parse_model: iModel | None = None,
         action_strategy: ActionStrategy = "concurrent",
         max_parse_retries: int = 3,
+        verbose: bool = False,
         **options: Unpack[ModelOptions],
     ) -> TurnStream[Any]:
         """Like :meth:`ReAct`, yielding each round's analysis then the final answer, as one

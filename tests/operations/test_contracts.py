@@ -71,6 +71,11 @@ TABLE: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("run", {"session_id": ""}, OperationError, "session_id=''"),
     ("run", {"extra_body": {"messages": []}}, OperationError, "extra_body keys ['messages']"),
     ("chat", {"temperature": 0.1, "extra_body": {"temperature": 1}}, OperationError, "once"),
+    ("communicate", {"request_fields": "name"}, OperationError, "request_fields='name'"),
+    ("operate", {"field_models": [1]}, OperationError, "field_models=1: expected"),
+    ("operate", {"instruct": {"bogus": 1}}, OperationError, "instruct with a bad 'bogus'"),
+    ("ReAct", {"instruct": 3}, OperationError, "expected an Instruct or a dict"),
+    ("chat", {"return_ins_res_message": 1}, OperationError, "return_ins_res_message=1"),
     # unknown names: a typo is named with the likely intent
     ("chat", {"temprature": 0.2}, UnknownParameterError, "'temprature'; did you mean"),
     ("operate", {"invoke_action": False}, UnknownParameterError, "did you mean 'invoke_actions'"),

@@ -230,11 +230,11 @@ async def test_json_protocol_without_tools_sends_the_plain_schema() -> None:
 async def test_reason_is_asked_for_and_returned() -> None:
     def fn(messages: Sequence[Message], **options: Any) -> str:
         assert "reason" in options["response_format"]["properties"]
-        return '{"total": 3, "reason": {"text": "1 + 2", "confidence": 0.9}}'
+        return '{"total": 3, "reason": {"content": "1 + 2", "confidence_score": 0.9}}'
 
     branch = Branch(chat_model=FunctionModel(fn))
     result = await branch.operate(instruction="1 + 2", response_format=Total, reason=True)
-    assert result.reason == Reason(text="1 + 2", confidence=0.9)
+    assert result.reason == Reason(content="1 + 2", confidence_score=0.9)
     assert result.total == 3
 
 
@@ -247,7 +247,7 @@ async def test_reason_without_response_format_keeps_the_text_answer() -> None:
     result = await branch.operate(instruction="greet", reason=True)
     assert isinstance(result, OperateResult)
     assert result.text == "hello"
-    assert result.reason == Reason(text="greeting")
+    assert result.reason == Reason(content="greeting")
 
 
 async def test_result_class_is_a_cached_subclass_of_the_format() -> None:

@@ -78,7 +78,7 @@ async def test_rounds_extend_up_to_max_extensions_then_answer_in_one_turn() -> N
     assert [a.analysis for a in analyses] == ["round 1", "round 2", "round 3"]
     assert all(isinstance(a, ReActAnalysis) for a in analyses)
     assert analyses[0].reason is not None
-    assert analyses[0].reason.text == "why round 1"
+    assert analyses[0].reason.content == "why round 1"
     assert len(model.calls) == 4
     assert [kind for kind, _ in rec.lifecycle()] == ["RunStart", "RunEnd"]
     assert rec.starts()[0].operation == "ReAct"

@@ -492,7 +492,9 @@ def test_registry_register_get_remove() -> None:
     tool_b = registry.register(Tool(beta, name="b"))
     assert registry.names == ("alpha", "b")
     assert len(registry) == 2
-    assert list(registry) == [tool_a, tool_b]
+    assert list(registry) == ["alpha", "b"]  # names, as iterating upstream's dict
+    assert list(registry.values()) == [tool_a, tool_b]
+    assert registry["b"] is tool_b
     assert registry.get("alpha") is tool_a
     assert "alpha" in registry
     assert tool_b in registry
