@@ -163,36 +163,54 @@ async def _run_batch(
     if record:
         _record_requests(branch, requests)
     outcomes: list[_Outcome | None] = [None] * len(requests)
-
     turn_id = None if scope is None else scope.turn_id
-
-    async def run_one(index: int) -> None:
-        outcomes[index] = await _call(branch, requests[index], turn_id)
-
     try:
-        if strategy == "sequential":
-            for index in range(len(requests)):
-                await run_one(index)
-                outcome = outcomes[index]
-                if not suppress_errors and outcome is not None and outcome.error is not None:
-                    break
-        else:
-            async with anyio.create_task_group() as group:
-                for index in range(len(requests)):
-                    group.start_soon(run_one, index)
-    except BaseException:
-        # Cancelled mid-batch: the calls that finished are recorded; the others get nothing.
+        await _run_calls(
+            branch,
+            requests,
+            outcomes,
+            turn_id,
+            sequential=strategy == "sequential",
+            stop_on_error=not suppress_errors,
+        )
+    finally:
+        # Also when cancelled mid-batch: the calls that finished are recorded, the others get
+        # nothing.
+        finished = [o for o in outcomes if o is not None]
         if record:
-            branch.msgs.extend([o.response for o in outcomes if o is not None])
-        raise
-    finished = [o for o in outcomes if o is not None]
-    if record:
-        branch.msgs.extend([o.response for o in finished])
+            branch.msgs.extend([o.response for o in finished])
     if not suppress_errors:
         for outcome in finished:
             if outcome.error is not None:
                 raise outcome.error
     return [o.response for o in finished]
+
+
+async def _run_calls(
+    branch: Branch,
+    requests: list[ActionRequest],
+    outcomes: list[_Outcome | None],
+    turn_id: UUID | None,
+    *,
+    sequential: bool,
+    stop_on_error: bool,
+) -> None:
+    """Run the calls into ``outcomes``: in order (stopping at the first error when asked) or
+    all at once in a task group."""
+
+    async def run_one(index: int) -> None:
+        outcomes[index] = await _call(branch, requests[index], turn_id)
+
+    if not sequential:
+        async with anyio.create_task_group() as group:
+            for index in range(len(requests)):
+                group.start_soon(run_one, index)
+        return
+    for index in range(len(requests)):
+        await run_one(index)
+        outcome = outcomes[index]
+        if stop_on_error and outcome is not None and outcome.error is not None:
+            return
 
 
 def _record_requests(branch: Branch, requests: list[ActionRequest]) -> None:
