@@ -52,6 +52,7 @@ from lionagi.protocols.messages import (
     ToolCall,
     Usage,
 )
+from lionagi.protocols.tokens import TokenCounter, set_default_counter
 from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.errors import (
@@ -158,6 +159,7 @@ __all__ = [
     "StopStream",
     "System",
     "TaskHandle",
+    "TokenCounter",
     "Tool",
     "ToolArgumentError",
     "ToolCall",
@@ -181,4 +183,5 @@ __all__ = [
     "alcall",
     "bcall",
     "iModel",
+    "set_default_counter",
 ]

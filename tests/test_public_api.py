@@ -76,6 +76,7 @@ EXPORTS: dict[str, list[str]] = {
         "StopStream",
         "System",
         "TaskHandle",
+        "TokenCounter",
         "Tool",
         "ToolArgumentError",
         "ToolCall",
@@ -99,6 +100,7 @@ EXPORTS: dict[str, list[str]] = {
         "alcall",
         "bcall",
         "iModel",
+        "set_default_counter",
     ],
     "lionagi.errors": [
         "ActionError",
@@ -170,6 +172,12 @@ EXPORTS: dict[str, list[str]] = {
         "bind",
         "known_names",
         "request_options",
+    ],
+    "lionagi.protocols.tokens": [
+        "ApproxTokenCounter",
+        "TokenCounter",
+        "get_default_counter",
+        "set_default_counter",
     ],
 }
 

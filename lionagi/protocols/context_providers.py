@@ -22,8 +22,8 @@ from lionagi.errors import (
     DuplicateProviderError,
     ProviderNotFoundError,
 )
-from lionagi.protocols._tokens import TokenCounter, get_default_counter
 from lionagi.protocols.messages import Instruction
+from lionagi.protocols.tokens import TokenCounter, get_default_counter
 
 __all__ = [
     "ContextProvider",
@@ -148,7 +148,7 @@ class ContextProviderRegistry:
     into ``budget`` in that order. The first block that does not fit in the remaining budget is
     dropped together with every lower-priority block, so what goes is always the lowest
     priorities. Without an explicit ``counter`` the process default (see
-    :func:`lionagi.protocols._tokens.set_default_counter`) is read at each ``gather``.
+    :func:`lionagi.protocols.tokens.set_default_counter`) is read at each ``gather``.
     """
 
     def __init__(self, budget: int = 2000, *, counter: TokenCounter | None = None) -> None:

@@ -24,8 +24,8 @@ import anyio
 from anyio.lowlevel import checkpoint_if_cancelled
 
 from lionagi.errors import ConfigurationError
-from lionagi.protocols._tokens import get_default_counter
 from lionagi.protocols.messages import Instruction, Message
+from lionagi.protocols.tokens import get_default_counter
 from lionagi.service.clock import ANYIO_CLOCK, Clock
 from lionagi.service.errors import RateLimitQueueFull
 

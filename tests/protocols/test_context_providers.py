@@ -11,12 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lionagi.errors import ConfigurationError
-from lionagi.protocols._tokens import (
-    ApproxTokenCounter,
-    TokenCounter,
-    get_default_counter,
-    set_default_counter,
-)
 from lionagi.protocols.context_providers import (
     ContextProvider,
     ContextProviderRegistry,
@@ -25,6 +19,12 @@ from lionagi.protocols.context_providers import (
     ProviderReport,
 )
 from lionagi.protocols.messages import Instruction
+from lionagi.protocols.tokens import (
+    ApproxTokenCounter,
+    TokenCounter,
+    get_default_counter,
+    set_default_counter,
+)
 
 INSTRUCTION = Instruction(instruction="what is on my calendar?")
 BRANCH = object()
