@@ -9,14 +9,13 @@ turn. The result is the caller's ``response_format`` (a derived subclass carryin
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, JsonValue, create_model
+from pydantic import BaseModel
 
-from lionagi.errors import OperationError, ParseError
+from lionagi.errors import ParseError
 from lionagi.operations._extract import validate_into
 from lionagi.operations._prepare import build_instruction, invoke_model, model_for, schema_of
 from lionagi.operations.act import act_batch
@@ -24,9 +23,19 @@ from lionagi.operations.chat import record_response
 from lionagi.operations.fields import with_fields
 from lionagi.operations.params import HandleValidation, ToolsArg
 from lionagi.operations.parse import parse_in_scope
+from lionagi.operations.results import (
+    ActionRequestModel,
+    ActionResponseModel,
+    OperateExtras,
+    OperateResult,
+    Reason,
+    build_result,
+    check_format,
+    reply_model,
+    result_class,
+)
 from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, Instruction
-from lionagi.protocols.tools import Tool
 
 if TYPE_CHECKING:
     from lionagi.operations.params import OperateParams
@@ -48,165 +57,6 @@ __all__ = [
 _FOLLOW_UP = (
     "The results of the tools you called are in the conversation above. Now give your final answer."
 )
-
-
-class Reason(BaseModel):
-    """The model's reasoning for its answer and how sure it is (upstream lionagi's fields).
-
-    ``text`` and ``confidence`` are read as ``content`` and ``confidence_score``.
-    """
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    title: str | None = Field(default=None, description="A short title for the reasoning.")
-    content: str | None = Field(
-        default=None,
-        description="Why this answer: the reasoning behind it, briefly.",
-        validation_alias=AliasChoices("content", "text"),
-    )
-    confidence_score: float | None = Field(
-        default=None,
-        description="How sure you are, from 0 (guessing) to 1 (certain).",
-        validation_alias=AliasChoices("confidence_score", "confidence"),
-    )
-
-
-class ActionRequestModel(BaseModel):
-    """A tool call: the tool's name and its arguments."""
-
-    function: str = Field(description="The name of one of the tools offered.")
-    arguments: dict[str, Any] = Field(
-        default_factory=dict, description="The tool's arguments, by parameter name."
-    )
-
-
-class ActionResponseModel(BaseModel):
-    """A tool call and what it returned (``is_error`` when it failed)."""
-
-    function: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    output: JsonValue = None
-    is_error: bool = False
-    error_type: str | None = None
-    error_message: str | None = None
-
-
-class OperateExtras(BaseModel):
-    """Fields ``operate`` adds to every result."""
-
-    reason: Reason | None = None
-    action_requests: list[ActionRequestModel] = Field(default_factory=list)
-    action_responses: list[ActionResponseModel] = Field(default_factory=list)
-
-
-class OperateResult(OperateExtras):
-    """The result of ``operate`` without a ``response_format``: the reply text plus extras."""
-
-    text: str = ""
-
-
-class _TextReply(BaseModel):
-    text: str = Field(default="", description="Your answer.")
-
-
-_EXTRA_NAMES = frozenset(OperateExtras.model_fields)
-
-
-def _check_format(response_format: Any) -> None:
-    if response_format is None:
-        return
-    if not (isinstance(response_format, type) and issubclass(response_format, BaseModel)):
-        raise OperationError(
-            f"operate needs response_format=<a pydantic model class> or None, got "
-            f"{response_format!r}"
-        )
-    clash = sorted(_EXTRA_NAMES & set(response_format.model_fields))
-    if clash:
-        raise OperationError(
-            f"response_format {response_format.__name__} defines {', '.join(clash)}, which "
-            "operate adds to its result; rename those fields"
-        )
-
-
-@functools.cache
-def result_class(response_format: type[BaseModel]) -> type[BaseModel]:
-    """The subclass of ``response_format`` that ``operate`` returns (one per format)."""
-    _check_format(response_format)
-    derived: type[BaseModel] = create_model(
-        response_format.__name__,
-        __base__=(response_format, OperateExtras),
-        __module__=__name__,
-    )
-    derived.__doc__ = response_format.__doc__
-    return derived
-
-
-@functools.cache
-def _reply_class(
-    response_format: type[BaseModel] | None, reason: bool, json_actions: bool
-) -> type[BaseModel] | None:
-    """What the model is asked to fill in: the format plus ``reason`` / ``action_requests``."""
-    fields: dict[str, Any] = {}
-    if reason:
-        fields["reason"] = (
-            Reason | None,
-            Field(default=None, description="Your reasoning and confidence."),
-        )
-    if json_actions:
-        fields["action_requests"] = (
-            list[ActionRequestModel],
-            Field(
-                default_factory=list,
-                description="Tools to call now, from those listed; an empty list for none.",
-            ),
-        )
-    if not fields:
-        return response_format
-    base = _TextReply if response_format is None else response_format
-    derived: type[BaseModel] = create_model(
-        base.__name__, __base__=base, __module__=__name__, **fields
-    )
-    return derived
-
-
-def _tool_name(branch: Branch, tool: object) -> str:
-    if isinstance(tool, str):
-        return branch.tools.get(tool).name
-    if isinstance(tool, Tool):
-        if tool not in branch.tools:
-            raise OperationError(
-                f"tool {tool.name!r} is not registered on this Branch; register it with "
-                "branch.register_tools(...) first"
-            )
-        return tool.name
-    raise OperationError(
-        f"tools must name registered tools (text or Tool objects), got {type(tool).__name__}; "
-        "register callables with branch.register_tools(...) first"
-    )
-
-
-def offered_tools(branch: Branch, tools: ToolsArg, actions: bool) -> tuple[str, ...]:
-    """Names of the tools a call offers: ``tools`` (True = all registered, names or Tools),
-    or all registered tools when ``actions`` is set and ``tools`` is None."""
-    wanted = actions or tools is True
-    if tools is None or tools is False or tools is True:
-        names: tuple[str, ...] = branch.tools.names if wanted else ()
-    elif isinstance(tools, str | Tool):
-        names = (_tool_name(branch, tools),)
-        wanted = True
-    elif isinstance(tools, Iterable):
-        names = tuple(dict.fromkeys(_tool_name(branch, t) for t in tools))
-    else:
-        raise OperationError(
-            f"tools must be True, a list of registered tool names, or None; got {tools!r}"
-        )
-    if wanted and not names:
-        raise OperationError(
-            f"tools were requested (actions=True or tools=...) but Branch "
-            f"{branch.name or branch.id} has none to offer; register some with "
-            "branch.register_tools(...)"
-        )
-    return names
 
 
 def _with_request(
@@ -258,7 +108,7 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
     response_format = params.response_format
     if params.field_models:
         response_format = with_fields(response_format, params.field_models, "operate")
-    _check_format(response_format)
+    check_format(response_format)
     tools, actions, invoke_actions = params.tools, params.actions, params.invoke_actions
     reason, images = params.reason, params.images
     chat_model, parse_model = params.chat_model, params.parse_model
@@ -266,7 +116,7 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
     max_parse_retries = params.max_parse_retries
     options = params.request_options
     instruction, guidance, context = params.instruction, params.guidance, params.context
-    names = offered_tools(branch, tools, actions)
+    names = branch.tools.offered(tools, actions, owner=f"Branch {branch.name or branch.id}")
     base = build_instruction(
         instruction, guidance=guidance, context=context, images=images, sender=branch.user
     )
@@ -289,7 +139,7 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
         model = model_for(scope, branch, chat_model)
         native = model.supports_native_tools
         schemas = branch.tools.schemas(names) if names else ()
-        reply_class = _reply_class(fmt, reason, bool(schemas) and not native)
+        reply_class = reply_model(fmt, reason, bool(schemas) and not native)
         message = _with_request(base, reply_class, () if native else schemas)
         branch.msgs.add(message)
         response = await invoke_model(
@@ -338,7 +188,7 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
                 parsed = await parse(scope, text, reply_class)
                 if not isinstance(parsed, BaseModel) and fmt is not None:
                     return parsed
-        return _result(fmt, parsed, text, requests, responses)
+        return build_result(fmt, parsed, text, requests, responses)
 
     return await run_in_turn(branch, model=chat_model, invoke=body, operation="operate")
 
@@ -370,38 +220,3 @@ def _json_requests(branch: Branch, parsed: BaseModel, *, record: bool) -> list[A
     if record and requests:
         branch.msgs.extend(requests)
     return requests
-
-
-def _result(
-    fmt: type[BaseModel] | None,
-    parsed: BaseModel | None,
-    text: str,
-    requests: list[ActionRequest],
-    responses: list[ActionResponse],
-) -> BaseModel:
-    by_id = {r.id: r for r in requests}
-    extras: dict[str, Any] = {
-        "reason": getattr(parsed, "reason", None),
-        "action_requests": [
-            ActionRequestModel(function=r.function, arguments=r.arguments) for r in requests
-        ],
-        "action_responses": [
-            ActionResponseModel(
-                function=r.function,
-                arguments=by_id[r.request_id].arguments if r.request_id in by_id else {},
-                output=r.output,
-                is_error=r.is_error,
-                error_type=r.error_type,
-                error_message=r.error_message,
-            )
-            for r in responses
-        ],
-    }
-    if fmt is None:
-        answer = text if parsed is None else str(getattr(parsed, "text", text))
-        return OperateResult(text=answer, **extras)
-    assert parsed is not None
-    values = {name: getattr(parsed, name) for name in fmt.model_fields}
-    values.update(parsed.model_extra or {})
-    fields_set = (parsed.model_fields_set & set(fmt.model_fields)) | set(extras)
-    return result_class(fmt).model_construct(_fields_set=fields_set, **values, **extras)

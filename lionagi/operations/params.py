@@ -46,7 +46,7 @@ from typing_extensions import TypedDict
 from lionagi.errors import OperationError, UnknownParameterError
 from lionagi.operations.fields import FieldModel, RequestFields
 from lionagi.protocols.messages import Instruction
-from lionagi.protocols.tools import Tool
+from lionagi.protocols.tools import OfferedTools
 from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
@@ -76,8 +76,7 @@ __all__ = [
 
 HandleValidation: TypeAlias = Literal["raise", "return_value", "return_none"]
 ActionStrategy: TypeAlias = Literal["concurrent", "sequential"]
-#: which registered tools a call offers: True (all), names or Tools, or None
-ToolsArg: TypeAlias = bool | str | Tool | Sequence[str | Tool] | None
+ToolsArg: TypeAlias = OfferedTools
 Count: TypeAlias = Annotated[int, Field(ge=0)]
 Images: TypeAlias = Sequence[str] | None
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from lionagi.operations._prepare import build_instruction
-from lionagi.operations.operate import offered_tools
 from lionagi.operations.turn import TurnStream, control_point, run_in_turn, stream_in_turn
 
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ class ReActAnalysis(BaseModel):
 
 def _check(branch: Branch, params: ReActParams) -> None:
     """What the parameter types cannot say, checked before the turn starts."""
-    offered_tools(branch, params.tools, True)
+    branch.tools.offered(params.tools, True, owner=f"Branch {branch.name or branch.id}")
     build_instruction(params.instruction, guidance=params.guidance, context=params.context)
 
 

@@ -12,8 +12,8 @@ import copy
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import anyio
 import anyio.to_thread
@@ -22,6 +22,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from lionagi.errors import (
     DuplicateToolError,
+    OperationError,
     ToolArgumentError,
     ToolError,
     ToolNotFoundError,
@@ -29,7 +30,7 @@ from lionagi.errors import (
 )
 from lionagi.protocols._signature import arguments_of, read_docstring
 
-__all__ = ["Tool", "ToolRegistry", "jsonable"]
+__all__ = ["OfferedTools", "Tool", "ToolRegistry", "jsonable"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -182,6 +183,10 @@ class Tool:
         return f"Tool(name={self.name!r}, is_async={self.is_async}, timeout={self.timeout!r})"
 
 
+#: which registered tools a call offers: True (all), names or Tools, or None
+OfferedTools: TypeAlias = bool | str | Tool | Sequence[str | Tool] | None
+
+
 class ToolRegistry:
     """The tools of one conversation, by name, in registration order.
 
@@ -242,6 +247,44 @@ class ToolRegistry:
         if isinstance(names, str):
             names = [names]
         return tuple(self.get(name).schema for name in names)
+
+    def offered(self, tools: OfferedTools, actions: bool, *, owner: str) -> tuple[str, ...]:
+        """Names of the tools a call offers: ``tools`` (True = all registered, names or Tools),
+        or all registered tools when ``actions`` is set and ``tools`` is None. ``owner`` names
+        the registry's Branch in errors."""
+        wanted = actions or tools is True
+        if tools is None or tools is False or tools is True:
+            names: tuple[str, ...] = self.names if wanted else ()
+        elif isinstance(tools, str | Tool):
+            names = (self._offered_name(tools),)
+            wanted = True
+        elif isinstance(tools, Iterable):
+            names = tuple(dict.fromkeys(self._offered_name(t) for t in tools))
+        else:
+            raise OperationError(
+                f"tools must be True, a list of registered tool names, or None; got {tools!r}"
+            )
+        if wanted and not names:
+            raise OperationError(
+                f"tools were requested (actions=True or tools=...) but {owner} has none to "
+                "offer; register some with branch.register_tools(...)"
+            )
+        return names
+
+    def _offered_name(self, tool: object) -> str:
+        if isinstance(tool, str):
+            return self.get(tool).name
+        if isinstance(tool, Tool):
+            if tool not in self:
+                raise OperationError(
+                    f"tool {tool.name!r} is not registered on this Branch; register it with "
+                    "branch.register_tools(...) first"
+                )
+            return tool.name
+        raise OperationError(
+            f"tools must name registered tools (text or Tool objects), got "
+            f"{type(tool).__name__}; register callables with branch.register_tools(...) first"
+        )
 
     def copy(self) -> ToolRegistry:
         """A registry with the same tools that can change independently."""
