@@ -82,7 +82,8 @@ async def _queued_turn(branch: Branch) -> str:
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=holder))
         await entered.wait()
-        return await _coroutine_turn(branch)
+        result = await _coroutine_turn(branch)
+    return result
 
 
 async def _sweep(turn: Callable[[Branch], Awaitable[str]], expected: str) -> dict[str, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -321,6 +322,7 @@ async def test_unfinished_nested_work_is_cancelled_before_the_terminal() -> None
         scope.start_soon(forever)
         await started.wait()
 
+    assert branch._observer is not None
     branch._observer.subscribe(RunEnd, lambda s, _: events.append("RunEnd"))
     await run_in_turn(branch, model=None, invoke=body)
     assert events == ["child-cancelled", "RunEnd"]
@@ -671,7 +673,7 @@ async def test_many_callers_on_one_branch_run_in_fifo_order_without_overlap() ->
         lock = branch._turn_lock.get()
         for i in range(n):
             body = caller(i)
-            tg.start_soon(lambda b=body: run_in_turn(branch, model=None, invoke=b))
+            tg.start_soon(functools.partial(run_in_turn, branch, model=None, invoke=body))
             while lock.statistics().tasks_waiting < i + 1:
                 await checkpoint()
         release.set()
@@ -699,7 +701,7 @@ async def test_many_branches_do_not_serialize_each_other() -> None:
 
     async with anyio.create_task_group() as tg:
         for branch in branches:
-            tg.start_soon(lambda b=branch: run_in_turn(b, model=None, invoke=body))
+            tg.start_soon(functools.partial(run_in_turn, branch, model=None, invoke=body))
     assert inside == n
     for branch in branches:
         assert_idle(branch)

@@ -248,7 +248,7 @@ async def test_nodes_on_one_branch_queue_fifo_and_forks_leave_the_default_alone(
     async def slow_handler(signal: NodeStart, _: Session) -> None:
         # earlier nodes take longer to get past NodeStart, yet reach the branch first
         name = signal.name or ""
-        for _ in range(10 - int(name[1:]) if name.startswith("q") else 0):
+        for _step in range(10 - int(name[1:]) if name.startswith("q") else 0):
             await anyio.lowlevel.checkpoint()
 
     session.observe(NodeStart, slow_handler)
