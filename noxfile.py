@@ -55,8 +55,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the package and the backend-parametrized tests."""
     _install(session)
-    session.run("mypy", "lionagi")
+    session.run("mypy", "lionagi", "tests")
 
 
 @nox.session(python=PYTHON)

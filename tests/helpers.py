@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 from lionagi.operations.turn import _active_turn_var
 from lionagi.session.branch import Branch
@@ -17,6 +19,7 @@ __all__ = [
     "Recorder",
     "assert_idle",
     "assert_one_terminal_per_start",
+    "closing",
     "echo_model",
     "observed_branch",
 ]
@@ -44,3 +47,18 @@ def assert_idle(branch: Branch) -> None:
         assert lock.value == 1
         assert lock.statistics().tasks_waiting == 0
     assert _active_turn_var.get() is None
+
+
+T = TypeVar("T")
+
+
+@contextlib.asynccontextmanager
+async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """``contextlib.aclosing`` for any async iterator a stream operation returns: its
+    ``aclose()`` is awaited on exit, however the block ends."""
+    try:
+        yield stream
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()

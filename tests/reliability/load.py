@@ -18,7 +18,6 @@ import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -32,6 +31,7 @@ from lionagi.session.control import LoopBreak, LoopDirective, StopStream
 from lionagi.session.session import Session
 from lionagi.session.signal import MessageAdded, Signal
 from lionagi.testing import FunctionModel
+from tests.helpers import closing
 from tests.reliability.harness import EchoProvider, branch_violations
 from tests.reliability.scenarios import PERSON_JSON, Person
 
@@ -154,7 +154,7 @@ async def concurrent_callers(n: int, *, seed: int = 0, cancel_rate: float = 0.3)
             result = await branch.communicate(text, response_format=Person)
             expected = Person.model_validate_json(PERSON_JSON)
         else:
-            async with aclosing(branch.run(text)) as stream:
+            async with closing(branch.run(text)) as stream:
                 result = [type(m).__name__ async for m in stream]
             expected = ["Instruction", "AssistantResponse"]
             if result == expected[: len(result)] and len(result) < len(expected):

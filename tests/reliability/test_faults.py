@@ -42,7 +42,7 @@ from lionagi.session.branch import Branch
 from lionagi.session.session import Session
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Signal
 from lionagi.testing import FunctionModel
-from tests.helpers import Recorder, observed_branch
+from tests.helpers import Recorder, closing, observed_branch
 from tests.reliability.harness import (
     SECRET,
     branch_violations,
@@ -217,7 +217,7 @@ async def test_http_fault_in_streamed_run(server: ScriptedServer, fault: str) ->
     seen: list[Message] = []
 
     async def consume() -> None:
-        async with aclosing(branch.run("hi")) as stream:
+        async with closing(branch.run("hi")) as stream:
             async for message in stream:
                 seen.append(message)  # noqa: PERF401
 
@@ -368,7 +368,7 @@ async def test_tool_fault_becomes_an_error_response(fault: str, operation: str) 
             assert result.total == 1
             assert result.action_responses[0].is_error
         elif operation == "run":
-            async with aclosing(branch.run("go")) as stream:
+            async with closing(branch.run("go")) as stream:
                 seen = [type(m).__name__ async for m in stream]
             assert seen == ["Instruction", "ActionRequest", "ActionResponse", "AssistantResponse"]
         else:
