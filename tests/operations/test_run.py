@@ -412,7 +412,7 @@ async def test_early_aclose_closes_the_provider_stream_and_frees_the_branch() ->
     assert text_of(await anext(stream)) == "one"
     assert provider.opened == 1
     assert provider.closed == 0
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert provider.closed == 1
     assert kinds(branch.msgs) == ["Instruction", "AssistantResponse"]
     assert rec.lifecycle()[-1][0] == "RunEnd"
@@ -487,7 +487,7 @@ async def test_a_run_that_is_never_iterated_does_nothing() -> None:
     assert kinds(branch.msgs) == ["System"]
     assert rec.signals == []
     assert_idle(branch)
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert rec.signals == []
     assert model.calls == []
     assert_idle(branch)

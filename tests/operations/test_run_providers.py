@@ -146,7 +146,7 @@ async def test_openai_stream_closed_early_closes_the_connection(server: Scripted
     preface = await anext(stream)
     assert isinstance(preface, AssistantResponse)
     assert preface.content == "Thinking."
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     closed = await anyio.to_thread.run_sync(server.client_closed.wait, 30.0)
     assert closed, "the server never saw the connection close"
     await model.aclose()
@@ -269,7 +269,7 @@ async def test_cli_stream_closed_early_leaves_no_process(
     stream = branch.run("work forever")
     await anext(stream)
     assert _text(await anext(stream)) == "working"
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert_reaped(spawned[0])
     assert_gone(pids(tmp_path)[1])
     assert isinstance(rec.terminals()[0], RunEnd)

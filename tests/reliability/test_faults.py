@@ -647,7 +647,7 @@ async def test_a_stream_left_open_holds_the_branch_until_aclose() -> None:
         while lock.statistics().tasks_waiting == 0:
             await checkpoint()
         order.append("closing")
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
     assert order == ["closing", "ok"]
     assert [s.kind for s in recorder.terminals()] == ["RunEnd", "RunEnd"]
     assert branch_violations(branch) == []
