@@ -151,7 +151,8 @@ async def driver_nested_work() -> Subject:
 
     async def child(scope: TurnScope, label: str) -> str:
         await checkpoint()
-        return await branch.chat(label)
+        reply: str = await branch.chat(label)
+        return reply
 
     async def body(scope: TurnScope) -> list[str]:
         branch.msgs.add(Instruction(instruction="parent"))
