@@ -29,6 +29,8 @@ transports that raise them, in :mod:`lionagi.service.errors`, and belong to this
     ├── LoopBreak                             a BREAK directive stopped the turn (RunFailed)
     ├── TurnFinalizingError (RuntimeError)    a call joined a turn that is already finalizing
     ├── ScriptExhaustedError                  a lionagi.testing TestModel ran out of replies
+    ├── MissingDependencyError (ImportError)  an optional extra is not installed
+    ├── StoreError                            the conversation store could not read or write
     ├── UnknownProviderError (ValueError)     lionagi.service.errors: no such provider name
     ├── RateLimitQueueFull                    lionagi.service.errors: too many calls waiting
     └── ProviderError                         lionagi.service.errors: the model provider failed
@@ -68,11 +70,13 @@ __all__ = [
     "LionError",
     "LoopBreak",
     "McpError",
+    "MissingDependencyError",
     "OperationError",
     "ParseError",
     "ProviderNotFoundError",
     "ScriptExhaustedError",
     "StopStream",
+    "StoreError",
     "ToolArgumentError",
     "ToolError",
     "ToolNotFoundError",
@@ -258,3 +262,13 @@ class StopStream(Exception):
         why = reason or (control.reason if control else None)
         super().__init__("stream stopped" + (f": {why}" if why else ""))
         self.control = control
+
+
+class MissingDependencyError(LionError, ImportError):
+    """A feature needs an optional dependency that is not installed; the message names the
+    extra to install (``pip install 'lionagi[pandas]'``)."""
+
+
+class StoreError(LionError):
+    """The conversation store (:mod:`lionagi.store`) could not read or write; the message
+    names the file and the cause."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -17,6 +18,7 @@ from uuid import UUID, uuid4
 import anyio
 from pydantic import JsonValue
 
+from lionagi import _instrument
 from lionagi.errors import (
     ActionError,
     OperationError,
@@ -30,6 +32,7 @@ from lionagi.operations.turn import control_point, current_scope, run_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, ToolCall
 from lionagi.protocols.tools import jsonable
 from lionagi.service._text import clean_json, clean_text
+from lionagi.session.logs import Log
 from lionagi.session.signal import ToolFailed
 
 if TYPE_CHECKING:
@@ -223,8 +226,31 @@ def _record_requests(branch: Branch, requests: list[ActionRequest]) -> None:
 
 
 async def _call(branch: Branch, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
-    """One call: authorize, look up, validate and run, convert the output. Never raises an
-    ``Exception``; cancellation and other ``BaseException`` propagate."""
+    """One call, traced when a tracer is installed and recorded in the Branch's logs. Never
+    raises an ``Exception``; cancellation and other ``BaseException`` propagate (and a
+    cancelled call is not logged: it has no response)."""
+    started = time.perf_counter()
+    outcome = await _instrument.tool_call(
+        request, lambda: _run_call(branch, request, turn_id), _response_of
+    )
+    branch.logs.append(
+        Log.tool_call(
+            request,
+            outcome.response,
+            branch_id=branch.id,
+            turn_id=turn_id,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+        )
+    )
+    return outcome
+
+
+def _response_of(outcome: _Outcome) -> ActionResponse:
+    return outcome.response
+
+
+async def _run_call(branch: Branch, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
+    """Authorize, look up, validate and run, convert the output."""
     try:
         await _authorize(branch, request)
         tool = branch.tools.get(request.function)

@@ -42,6 +42,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.lowlevel import EventLoopToken, current_token
 
+from lionagi import _instrument
 from lionagi._compat import spawn_detached, spawn_threadsafe
 from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope, _Outcome
@@ -392,6 +393,7 @@ async def _in_step_group(
         async with anyio.create_task_group() as group:
             step = StepGroup(group, anyio.get_current_task().id)
             token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
+            traced = None if _instrument.tracer is None else _instrument.turn_step(branch, context)
             try:
                 if owner:
                     context.step_group = step
@@ -411,6 +413,8 @@ async def _in_step_group(
                         await _drain_signals(context)
             finally:
                 _active_turn_var.reset(token)
+                if traced is not None:  # a joined call's failure is not the turn's
+                    _instrument.turn_step_done(traced, error if owner else None, ends_turn)
     except BaseException as exc:  # a cancellation delivered at the task group's exit
         if error is None:
             error = exc
@@ -498,6 +502,7 @@ class _Turn:
                 model=resolved,
                 owner_task=anyio.get_current_task(),
                 operation=operation,
+                logs=branch._logs,
             )
             assert branch._active_turn_context is None, "turn lock held by two turns"
             branch._active_turn_context = context
@@ -608,6 +613,7 @@ class _Turn:
         context.stream_body = None
         if branch._active_turn_context is context:
             branch._active_turn_context = None
+        _instrument.turn_closed(context)
         self.lock.release()
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from lionagi.protocols.context_providers import ProviderReport
     from lionagi.service.imodel import iModel
     from lionagi.session.control import LoopControl
+    from lionagi.session.logs import LogManager
 
 __all__ = ["NestedWork", "TaskHandle", "TurnExecutionContext", "TurnPhase", "TurnScope"]
 
@@ -127,6 +128,10 @@ class TurnExecutionContext:
     # take the body down with it before the turn has closed it
     consumer: StreamConsumer | None = field(default=None, repr=False)
     stream_body: AsyncIterator[Any] | None = field(default=None, repr=False)
+    #: where the turn's model calls are logged (the Branch's logs)
+    logs: LogManager | None = field(default=None, repr=False)
+    # what an installed tracer keeps for this turn (lionagi._instrument); None when untraced
+    trace: Any = field(default=None, repr=False)
 
     def record_usage(self, usage: Usage | None, attempts: int = 1) -> None:
         """Add one model call's usage (and the requests it took) to the turn's totals."""

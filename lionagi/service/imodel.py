@@ -16,6 +16,7 @@ from typing import Any, Self
 import anyio
 from pydantic import BaseModel, SecretStr
 
+from lionagi import _instrument
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
@@ -289,8 +290,12 @@ class iModel:
     ) -> ModelResponse:
         """Send a prepared ``request`` under this model's retry policy and limits (no fallback).
 
-        Concurrency and cancellation as :meth:`invoke`.
+        Concurrency and cancellation as :meth:`invoke`. The call (all its attempts) is one
+        record in the calling turn's logs and one span when tracing is on.
         """
+        return await _instrument.invoke(self, request, lambda r: self._retried(r, on_retry))
+
+    async def _retried(self, request: ModelRequest, on_retry: RetryHook | None) -> ModelResponse:
         if self.retry is None:
             return await self._attempt(request)
         response, attempts = await call_with_retry(
@@ -400,7 +405,7 @@ class iModel:
         borrower = object()
         if limiter is not None:
             await limiter.acquire_on_behalf_of(borrower)
-        chunks = self.provider.stream(request)
+        chunks = _instrument.stream(self, request, self.provider.stream(request))
         try:
             first = await self._next_chunk(chunks)
         except BaseException:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 from uuid import UUID, uuid4
 
@@ -57,6 +58,7 @@ from lionagi.service.imodel import iModel
 from lionagi.service.usage_limits import UsageLimits
 from lionagi.session._serialization import branch_from_dict, branch_to_dict
 from lionagi.session.control import LoopControl, LoopDirective
+from lionagi.session.logs import LogManager
 
 if TYPE_CHECKING:
     from lionagi.mcp import McpServer
@@ -121,6 +123,7 @@ class Branch:
         id: UUID | None = None,
         usage_limits: UsageLimits | None = None,
         imodel: iModel | str | None = None,
+        logs: LogManager | None = None,
     ) -> None:
         if imodel is not None:  # upstream's name for the chat model
             if chat_model is not None:
@@ -141,6 +144,12 @@ class Branch:
             self.register_tools(tools)
         self._messages = MessageManager(_initial_history(system, messages))
         self._messages.on_added(_signal_through(weakref.ref(self)))
+        if logs is not None and not isinstance(logs, LogManager):
+            raise ConfigurationError(
+                f"logs must be a LogManager (capacity, persist_path, dump_on_exit) or None, got "
+                f"{type(logs).__name__}"
+            )
+        self._logs: LogManager = LogManager() if logs is None else logs
 
         # Turn fields (ADR-0018 D1): the lock that serializes top-level turns and the pointer to
         # the one active context, for out-of-band control. Only lionagi.operations.turn writes
@@ -522,7 +531,70 @@ class Branch:
         :func:`lionagi.operations.run.run`)."""
         return _run.run(self, bind(RunParams, locals()))
 
+    # -- logs, frames, closing ------------------------------------------------------------
+    @property
+    def logs(self) -> LogManager:
+        """This Branch's API-call and tool-call records (see :class:`LogManager`)."""
+        return self._logs
+
+    def dump_logs(self, *, clear: bool = True, persist_path: str | Path | None = None) -> Path:
+        """Write the logs as JSON lines (no secrets) and return the file's path; ``clear``
+        empties them. Blocking file I/O: from async code use :meth:`adump_logs`."""
+        return self._logs.dump(persist_path, clear=clear, name=f"branch-{self.id}")
+
+    async def adump_logs(
+        self, *, clear: bool = True, persist_path: str | Path | None = None
+    ) -> Path:
+        """:meth:`dump_logs` in a worker thread (checkpoints once; cancelled mid-write, the
+        file may hold part of the lines and the logs are not cleared)."""
+        return await self._logs.adump(persist_path, clear=clear, name=f"branch-{self.id}")
+
+    def to_df(self) -> Any:
+        """The history as a pandas DataFrame, one row per message (columns
+        ``branch_id, id, kind, role, created_at, content, message``). Needs the
+        ``lionagi[pandas]`` extra; :class:`~lionagi.errors.MissingDependencyError` without it."""
+        from lionagi.session._frames import messages_frame
+
+        return messages_frame([self])
+
+    async def aclose(self) -> None:
+        """Close this Branch's models (their HTTP clients or subprocesses). Shielded from
+        cancellation, so a cancelled caller still releases them; the Branch stays usable
+        (models reopen their transports on the next call)."""
+        models = [self._chat_model]
+        if self._parse_model is not None and self._parse_model is not self._chat_model:
+            models.append(self._parse_model)
+        with anyio.CancelScope(shield=True):
+            for model in models:
+                if model is not None:
+                    await model.aclose()
+
+    async def __aenter__(self) -> Branch:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Leaving ``async with Branch(...)``: dump the logs if they were created with
+        ``dump_on_exit`` (and hold any), then close the models. Shielded from cancellation."""
+        with anyio.CancelScope(shield=True):
+            try:
+                if self._logs.dump_on_exit and self._logs:
+                    await self.adump_logs()
+            finally:
+                await self.aclose()
+
     # -- copies and serialization --------------------------------------------------------
+    async def aclone(self) -> Branch:
+        """:meth:`clone` once the turns running or queued on this Branch have ended, so the
+        copy never holds half of a turn. Called from inside this Branch's own turn, it copies
+        at once (waiting would deadlock). Cancel-safe: cancelled while waiting, nothing
+        happened."""
+        from lionagi.operations.turn import current_scope
+
+        if current_scope(self) is not None:
+            return self.clone()
+        async with self._turn_lock.get():
+            return self.clone()
+
     def clone(self) -> Branch:
         """A new branch (new id) with the same history, a copy of the tool registry and
         copies of the models; the copy shares no mutable state and has no turn in progress."""

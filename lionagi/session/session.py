@@ -200,6 +200,13 @@ class Session:
                     out.append(message)
         return out
 
+    def to_df(self) -> Any:
+        """Every branch's history as one pandas DataFrame (as :meth:`Branch.to_df`, branches in
+        the order they joined). Needs the ``lionagi[pandas]`` extra."""
+        from lionagi.session._frames import messages_frame
+
+        return messages_frame(self._branches.values())
+
     def __iter__(self) -> Iterator[Branch]:
         return iter(self._branches.values())
 

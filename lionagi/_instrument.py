@@ -1,0 +1,249 @@
+"""The instrumentation interface: the few points where the turn driver, ``iModel`` and ``act``
+report what runs, to a Branch's logs and to an installed :class:`Tracer`.
+
+The hook points are
+
+- the turn driver: :func:`turn_step` / :func:`turn_step_done` around every step of a turn (a
+  coroutine turn has one, a stream turn one per item) and :func:`turn_closed` when the turn
+  releases its Branch;
+- ``iModel.invoke`` through :func:`invoke`, ``iModel.stream`` through :func:`stream`;
+- each tool call of ``act`` through :func:`tool_call`.
+
+With no tracer installed (the default) a hook costs a read of the module global ``tracer``;
+model calls made inside a turn also add one record to the Branch's logs. ``lionagi.otel``
+installs the OpenTelemetry tracer. Nothing here imports OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from lionagi.session.logs import Log
+
+if TYPE_CHECKING:
+    from lionagi.operations.types import TurnExecutionContext
+    from lionagi.protocols.messages import ActionRequest, ActionResponse
+    from lionagi.service.imodel import iModel
+    from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
+    from lionagi.session.branch import Branch
+    from lionagi.session.logs import LogManager
+
+__all__ = [
+    "StepTrace",
+    "Tracer",
+    "TurnTrace",
+    "install",
+    "invoke",
+    "stream",
+    "tool_call",
+    "tracer",
+    "turn_closed",
+    "turn_step",
+    "turn_step_done",
+]
+
+OutcomeT = TypeVar("OutcomeT")
+
+
+class StepTrace(Protocol):
+    """What a tracer returns for one step of a turn; ``done`` is called at the step's end, in
+    the task that ran it, with the step's exception and whether the step ended the turn."""
+
+    def done(self, error: BaseException | None, final: bool) -> None: ...
+
+
+class TurnTrace(Protocol):
+    """What a tracer keeps on ``TurnExecutionContext.trace``; ``close`` is called once, when
+    the turn releases its Branch (also for a stream abandoned without a final step)."""
+
+    def close(self) -> None: ...
+
+
+class Tracer(Protocol):
+    """What an installed tracer implements (see ``lionagi.otel`` for the OpenTelemetry one).
+
+    ``turn_step`` is called at the start of every step of a turn, in the task running it (so a
+    tracer may make the turn's span current for the step); it may set ``context.trace``.
+    """
+
+    def turn_step(self, branch: Branch, context: TurnExecutionContext) -> StepTrace: ...
+
+    async def model_call(
+        self,
+        model: iModel,
+        request: ModelRequest,
+        send: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse: ...
+
+    def model_stream(
+        self, model: iModel, request: ModelRequest, chunks: AsyncIterator[StreamChunk]
+    ) -> AsyncIterator[StreamChunk]: ...
+
+    async def tool_call(
+        self,
+        request: ActionRequest,
+        call: Callable[[], Awaitable[OutcomeT]],
+        response_of: Callable[[OutcomeT], ActionResponse],
+    ) -> OutcomeT: ...
+
+
+#: The installed tracer; None (the default) means tracing is off.
+tracer: Tracer | None = None
+
+
+def install(new: Tracer | None) -> Tracer | None:
+    """Install ``new`` (None: turn tracing off); returns the tracer it replaces."""
+    global tracer
+    old, tracer = tracer, new
+    return old
+
+
+# -- turn driver --------------------------------------------------------------------------------
+def turn_step(branch: Branch, context: TurnExecutionContext) -> StepTrace:
+    """Start of a turn step; call only while a tracer is installed (check ``tracer`` first)."""
+    assert tracer is not None
+    return tracer.turn_step(branch, context)
+
+
+def turn_step_done(step: StepTrace, error: BaseException | None, final: bool) -> None:
+    """End of a turn step that :func:`turn_step` saw."""
+    step.done(error, final)
+
+
+def turn_closed(context: TurnExecutionContext) -> None:
+    """The turn released its Branch (a no-op unless a tracer saw the turn)."""
+    if context.trace is not None:
+        context.trace.close()
+
+
+# -- model calls --------------------------------------------------------------------------------
+_turn_var: ContextVar[Any] | None = None  # the turn driver's binding, imported on first use
+
+
+def _turn_logs() -> tuple[LogManager, Any, Any] | None:
+    """The logs, branch id and turn id of the turn the calling task is part of, if any."""
+    global _turn_var
+    if _turn_var is None:
+        from lionagi.operations.turn import _active_turn_var
+
+        _turn_var = _active_turn_var
+    binding = _turn_var.get()
+    if binding is None:
+        return None
+    context = binding.scope.context
+    logs = context.logs
+    if logs is None:
+        return None
+    return logs, binding.branch_id, context.turn_id
+
+
+async def invoke(
+    model: iModel,
+    request: ModelRequest,
+    send: Callable[[ModelRequest], Awaitable[ModelResponse]],
+) -> ModelResponse:
+    """``send(request)``, traced when a tracer is installed and logged in a turn."""
+    where = _turn_logs()
+    active = tracer
+    if where is None:
+        if active is None:
+            return await send(request)
+        return await active.model_call(model, request, send)
+    started = time.perf_counter()
+    response: ModelResponse | None = None
+    error: BaseException | None = None
+    try:
+        if active is None:
+            response = await send(request)
+        else:
+            response = await active.model_call(model, request, send)
+        return response
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        _log_call(where, model, request, response, error, started)
+
+
+def stream(
+    model: iModel, request: ModelRequest, chunks: AsyncIterator[StreamChunk]
+) -> AsyncIterator[StreamChunk]:
+    """``chunks`` as they are when nothing observes this call, else an iterator over them that
+    traces and logs the call. Closing it closes ``chunks``."""
+    where = _turn_logs()
+    active = tracer
+    if active is not None:
+        chunks = active.model_stream(model, request, chunks)
+    if where is None:
+        return chunks
+    return _logged_stream(model, request, chunks, where)
+
+
+async def _logged_stream(
+    model: iModel,
+    request: ModelRequest,
+    chunks: AsyncIterator[StreamChunk],
+    where: tuple[LogManager, Any, Any],
+) -> AsyncIterator[StreamChunk]:
+    from lionagi.service.types import FinalChunk
+
+    started = time.perf_counter()
+    response: ModelResponse | None = None
+    error: BaseException | None = None
+    try:
+        async for chunk in chunks:
+            if isinstance(chunk, FinalChunk):
+                response = chunk.response
+            yield chunk
+    except GeneratorExit:  # closed by its consumer: not an error of the call
+        raise
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        await _aclose(chunks)
+        _log_call(where, model, request, response, error, started)
+
+
+def _log_call(
+    where: tuple[LogManager, Any, Any],
+    model: iModel,
+    request: ModelRequest,
+    response: ModelResponse | None,
+    error: BaseException | None,
+    started: float,
+) -> None:
+    logs, branch_id, turn_id = where
+    logs.append(
+        Log.api_call(
+            model.provider_name,
+            request,
+            response,
+            error,
+            branch_id=branch_id,
+            turn_id=turn_id,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+        )
+    )
+
+
+async def _aclose(chunks: AsyncIterator[Any]) -> None:
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        await close()
+
+
+# -- tool calls ---------------------------------------------------------------------------------
+async def tool_call(
+    request: ActionRequest,
+    call: Callable[[], Awaitable[OutcomeT]],
+    response_of: Callable[[OutcomeT], ActionResponse],
+) -> OutcomeT:
+    """``call()``, traced as a tool call when a tracer is installed."""
+    active = tracer
+    if active is None:
+        return await call()
+    return await active.tool_call(request, call, response_of)
