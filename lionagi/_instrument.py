@@ -166,6 +166,7 @@ async def invoke(
         raise
     finally:
         _log_call(where, model, request, response, error, started)
+        error = None  # no exception -> traceback -> this frame -> exception cycle
 
 
 def stream(
@@ -204,8 +205,11 @@ async def _logged_stream(
         error = exc
         raise
     finally:
-        await _aclose(chunks)
-        _log_call(where, model, request, response, error, started)
+        try:
+            await _aclose(chunks)
+        finally:
+            _log_call(where, model, request, response, error, started)
+            error = None  # no exception -> traceback -> this frame -> exception cycle
 
 
 def _log_call(

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import anyio
 from pydantic import SecretStr
@@ -40,7 +40,7 @@ _MASK = "**********"
 class Log:
     """One record of a Branch's logs (immutable). Read it with :meth:`to_dict`."""
 
-    __slots__ = ("_payload", "branch_id", "created_at", "duration_ms", "id", "kind", "turn_id")
+    __slots__ = ("_payload", "branch_id", "created_at", "duration_ms", "kind", "turn_id")
 
     def __init__(
         self,
@@ -51,7 +51,6 @@ class Log:
         turn_id: UUID | None,
         duration_ms: float,
     ) -> None:
-        self.id = uuid4()
         self.kind = kind
         self.created_at = time.time()
         self.branch_id = branch_id
@@ -71,13 +70,28 @@ class Log:
         turn_id: UUID | None,
         duration_ms: float,
     ) -> Log:
-        """A model call: what was sent, what came back (or the error)."""
+        """A model call: what was sent, what came back (or the error).
+
+        The record keeps what is small and not in the history already: the request's last
+        message (the instruction, usually), how many messages were sent, tool names, the
+        schema's title and the options -- never a copy of the history or an exception object
+        (which would keep the failed call's frames, and the Branch, alive).
+        """
+        schema = request.response_format
+        payload = (
+            provider,
+            request.model,
+            len(request.messages),
+            request.messages[-1] if request.messages else None,
+            tuple(_tool_name(t) for t in request.tools) if request.tools else (),
+            None if schema is None else schema.get("title"),
+            request.options,
+            request.session_id,
+            response,
+            None if error is None else f"{type(error).__name__}: {error}",
+        )
         return cls(
-            "api_call",
-            (provider, request, response, error),
-            branch_id=branch_id,
-            turn_id=turn_id,
-            duration_ms=duration_ms,
+            "api_call", payload, branch_id=branch_id, turn_id=turn_id, duration_ms=duration_ms
         )
 
     @classmethod
@@ -102,7 +116,6 @@ class Log:
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-safe data, with credential-like option values masked."""
         head: dict[str, Any] = {
-            "id": str(self.id),
             "kind": self.kind,
             "created_at": self.created_at,
             "branch_id": None if self.branch_id is None else str(self.branch_id),
@@ -110,19 +123,22 @@ class Log:
             "duration_ms": self.duration_ms,
         }
         if self.kind == "api_call":
-            provider, request, response, error = self._payload
+            (provider, model, count, last, tools, schema, options, session, response, error) = (
+                self._payload
+            )
             head.update(
                 provider=provider,
-                model=request.model,
+                model=model,
                 request={
-                    "messages": [m.model_dump(mode="json") for m in request.messages],
-                    "tools": [_tool_name(t) for t in request.tools],
-                    "response_format": request.response_format,
-                    "options": mask_secrets(request.options),
-                    "session_id": request.session_id,
+                    "message_count": count,
+                    "last_message": None if last is None else last.model_dump(mode="json"),
+                    "tools": list(tools),
+                    "response_format": schema,
+                    "options": mask_secrets(options),
+                    "session_id": session,
                 },
                 response=None if response is None else response.model_dump(mode="json"),
-                error=None if error is None else f"{type(error).__name__}: {error}",
+                error=error,
             )
         else:
             request, response = self._payload

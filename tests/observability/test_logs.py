@@ -59,7 +59,8 @@ async def test_logs_hold_each_model_call_and_tool_call_of_the_branch() -> None:
     first, tool, last = (log.to_dict() for log in branch.logs)
     assert first["provider"] == "function"
     assert first["request"]["tools"] == ["add"]
-    assert first["request"]["messages"][-1]["instruction"] == "add 2 and 3"
+    assert first["request"]["last_message"]["instruction"] == "add 2 and 3"
+    assert first["request"]["message_count"] == 1
     assert first["response"]["tool_calls"][0]["name"] == "add"
     assert first["error"] is None
     assert tool["function"] == "add"

@@ -331,6 +331,7 @@ async def sequential_turns(
         # Drop the history itself; whatever the measured turns allocated that is still alive
         # afterwards is held somewhere else.
         branch._messages = MessageManager()
+        branch.logs.clear()  # the branch's logs are kept on purpose too, one record per call
         gc.collect()
         beyond = tracemalloc.get_traced_memory()[0] - before
     finally:
