@@ -32,6 +32,7 @@ import anyio
 
 from lionagi import _instrument
 from lionagi.errors import MissingDependencyError
+from lionagi.session.signal import current_op_id
 
 try:
     from opentelemetry import context as otel_context
@@ -145,7 +146,7 @@ class LionagiTracer:
             }
             if context.operation is not None:
                 attributes["lionagi.operation"] = context.operation
-            op_id = getattr(context, "op_id", None)
+            op_id = current_op_id.get()
             if op_id is not None:
                 attributes["lionagi.op_id"] = str(op_id)
             if branch.name is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from lionagi.session.logs import DEFAULT_LOG_DIR, LogManager, mask_secrets
 from lionagi.session.session import Session
 from lionagi.testing import FunctionModel
 from tests.helpers import observed_branch
+from tests.payloads import completion
 from tests.service.http_server import Reply, ScriptedServer
 
 FAKE_KEY = "sk-FAKE-lionagi-0b5e7c1d9a3f"
@@ -42,12 +43,6 @@ def adder() -> FunctionModel:
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
 
 
 async def test_logs_hold_each_model_call_and_tool_call_of_the_branch() -> None:
@@ -107,22 +102,7 @@ async def test_dump_logs_without_a_path_writes_under_the_default_folder(
 
 
 async def test_dumped_logs_hold_no_api_key(server: ScriptedServer, tmp_path: Path) -> None:
-    server.reply(
-        Reply(
-            json={
-                "id": "chatcmpl-1",
-                "model": "gpt-test",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": "hi"},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 1},
-            }
-        )
-    )
+    server.reply(Reply(json=completion({"role": "assistant", "content": "hi"})))
     model = iModel("openai", "gpt-test", api_key=FAKE_KEY, base_url=f"{server.url}/v1")
     async with Branch(chat_model=model) as branch:
         assert await branch.chat_and_record("hello") == "hi"

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
-from lionagi import otel
+from lionagi import Builder, Session, otel
 from lionagi.protocols.messages import ActionResponse, Message, ToolCall
 from lionagi.service.types import ModelResponse
 from lionagi.session.branch import Branch
@@ -241,6 +241,34 @@ async def test_concurrent_turns_under_a_caller_span_each_get_their_own_subtree(
             "chat function",
         ]
     assert len(traced.spans()) == 1 + 3 * 4
+
+
+async def test_a_three_node_flow_gives_one_turn_span_per_node_with_its_op_id(
+    traced: Traced,
+) -> None:
+    session = Session()
+    session.new_branch(name="main", chat_model=adder(), tools=[add])
+    builder = Builder()
+    first = builder.add_operation("chat", node_id="first", instruction="one")
+    second = builder.add_operation("chat", node_id="second", depends_on=[first], instruction="2")
+    third = builder.add_operation(
+        "operate", node_id="third", depends_on=[second], instruction="add", actions=True
+    )
+    tracer = traced.provider.get_tracer("test")
+    with tracer.start_as_current_span("request"):
+        result = await session.flow(builder.get_graph())
+    assert result["failed_operations"] == {}
+    [request] = traced.named("request")
+    turns = traced.children(request)
+    op_ids = [t.attributes["lionagi.op_id"] for t in turns]  # type: ignore[index]
+    assert op_ids == [str(first), str(second), str(third)]
+    assert [t.name for t in turns] == ["turn chat", "turn chat", "turn operate"]
+    assert [s.name for s in traced.children(turns[0])] == ["chat function"]
+    assert [s.name for s in traced.children(turns[2])] == [
+        "chat function",
+        "execute_tool add",
+        "chat function",
+    ]
 
 
 async def test_a_tools_own_spans_nest_under_its_tool_span(traced: Traced) -> None:
