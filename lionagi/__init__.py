@@ -16,6 +16,7 @@ from lionagi.errors import (
     GraphCycleError,
     HistoryError,
     LionError,
+    MissingDependencyError,
     OperationError,
     ParseError,
     ProviderNotFoundError,
@@ -74,6 +75,7 @@ from lionagi.service.usage_limits import UsageLimits
 from lionagi.session.branch import Branch
 from lionagi.session.control import LoopBreak, LoopControl, LoopDirective, StopStream
 from lionagi.session.flow import FlowEvent, FlowStream
+from lionagi.session.logs import LogManager
 from lionagi.session.session import Session
 from lionagi.session.signal import (
     FlowEnd,
@@ -121,12 +123,14 @@ __all__ = [
     "Instruct",
     "Instruction",
     "LionError",
+    "LogManager",
     "LoopBreak",
     "LoopControl",
     "LoopDirective",
     "Message",
     "MessageAdded",
     "MessageManager",
+    "MissingDependencyError",
     "ModelOptions",
     "ModelResponse",
     "ModelRetry",

@@ -139,8 +139,8 @@ async def test_1000_concurrent_appends_across_50_branches_lose_nothing(tmp_path:
             messages = await store.messages(branch_id)
             assert sorted(str(m.id) for m in messages) == sorted(str(m.id) for m in sent[branch_id])
     by_branch: dict[str, list[int]] = {}
-    for branch_id, seq, _, _ in stored:
-        by_branch.setdefault(branch_id, []).append(seq)
+    for stored_branch, seq, _, _ in stored:
+        by_branch.setdefault(stored_branch, []).append(seq)
     assert all(seqs == list(range(20)) for seqs in by_branch.values())
 
 
