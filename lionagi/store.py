@@ -38,7 +38,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from lionagi._loopbound import LoopBound
-from lionagi.errors import ConfigurationError, LionError
+from lionagi.errors import ConfigurationError, StoreError
 from lionagi.protocols.messages import Message, message_from_dict
 
 if TYPE_CHECKING:
@@ -74,10 +74,6 @@ BEGIN SELECT RAISE(ABORT, 'messages are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS messages_append_only_delete BEFORE DELETE ON messages
 BEGIN SELECT RAISE(ABORT, 'messages are append-only'); END;
 """
-
-
-class StoreError(LionError):
-    """The conversation store could not read or write (names the file and the cause)."""
 
 
 class ConversationStore:
