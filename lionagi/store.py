@@ -16,10 +16,11 @@ its position inside its own transaction.
     await store.save(other_branch)           # or append what is not stored yet, explicitly
     restored = await store.load(branch.id, tools=[...])
 
-SQLite fits one machine: a process or a few writing to a local disk, up to some thousands of
-appends per second. Move to a server database (PostgreSQL) when several machines must write the
-same conversations, when a network filesystem is involved (SQLite's locking is unreliable
-there), or when write volume outgrows one file; keep the same shape -- an append-only messages
+SQLite fits one machine: a process or a few writing to a local disk; each append waits for
+its fsync, so the disk's sync rate bounds throughput (``python -m benchmarks.store``). Move to
+a server database (PostgreSQL) when several machines must write the same conversations, when
+a network filesystem is involved (SQLite's locking is unreliable there), or when write volume
+outgrows one file; keep the same shape -- an append-only messages
 table keyed by (branch id, position) and a branches table -- and write the rows from
 ``MessageAdded`` signals or after each turn.
 """

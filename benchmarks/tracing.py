@@ -1,0 +1,221 @@
+"""Per-turn cost of observability: tracing off, on (no-op API tracer), on (SDK + exporter),
+and -- with ``--baseline`` -- tracing off against the code before the instrumentation hooks.
+
+``python -m benchmarks.tracing [--quick] [--baseline SRC] [--out DIR]``
+
+Each variant runs ``chat_and_record`` turns in batches (a fresh Branch every 100 turns, so
+history length does not matter), alternating with the "off" variant in one process; ratios
+are taken pair by pair, then the median. ``--baseline SRC`` points at a checkout of the
+package from before the hooks (``git archive <commit> lionagi | tar -x -C SRC``): the "off"
+turn is then timed in fresh interpreters alternating between SRC and this tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESET = 100
+
+# Self-contained: runs against whichever lionagi is first on sys.path (this tree or a
+# baseline), so it uses only API that both have.
+_CHILD = """
+import json, sys, time
+import anyio
+import lionagi
+from lionagi import Branch
+from lionagi.service.types import ModelResponse
+from lionagi.protocols.messages import Usage
+from lionagi.testing import FunctionModel
+
+TURNS, BATCHES = int(sys.argv[1]), int(sys.argv[2])
+
+async def reply(messages, **options):
+    return ModelResponse(text="ok", usage=Usage(input_tokens=3, output_tokens=1),
+                         model="function", finish_reason="stop")
+
+async def batch():
+    model = FunctionModel(reply)
+    model.provider.calls = type("Unrecorded", (list,), {"append": lambda self, item: None})()
+    started = time.perf_counter_ns()
+    for start in range(0, TURNS, 100):
+        branch = Branch(system="s", chat_model=model)
+        for _ in range(min(100, TURNS - start)):
+            await branch.chat_and_record("hello")
+    return (time.perf_counter_ns() - started) / TURNS / 1000.0
+
+out = {"lionagi": lionagi.__file__}
+for backend in ("asyncio", "trio"):
+    anyio.run(batch, backend=backend)  # warm-up
+    out[backend] = sorted(anyio.run(batch, backend=backend) for _ in range(BATCHES))[BATCHES // 2]
+print(json.dumps(out))
+"""
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+# -- in-process variants ----------------------------------------------------------------------
+def _in_process(turns: int, batches: int) -> dict[str, Any]:
+    import anyio
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from benchmarks._common import offline_model
+    from lionagi import Branch, otel
+
+    async def batch() -> float:
+        model = offline_model()
+        started = time.perf_counter_ns()
+        for start in range(0, turns, RESET):
+            branch = Branch(system="s", chat_model=model)
+            for _ in range(min(RESET, turns - start)):
+                await branch.chat_and_record("hello")
+        return (time.perf_counter_ns() - started) / turns / 1000.0
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    def off() -> None:
+        otel.uninstrument()
+
+    def noop() -> None:
+        otel.instrument()  # the API's default (no-op) provider: the hooks' own cost
+
+    def sdk() -> None:
+        exporter.clear()
+        otel.instrument(provider)
+
+    variants = {"on (no-op API tracer)": noop, "on (SDK, in-memory exporter)": sdk}
+    results: dict[str, Any] = {}
+    for backend in ("asyncio", "trio"):
+        rows: dict[str, dict[str, float]] = {}
+        off()
+        anyio.run(batch, backend=backend)  # warm-up
+        for name, setup in variants.items():
+            pairs: list[tuple[float, float]] = []
+            for _ in range(batches):
+                off()
+                base = anyio.run(batch, backend=backend)
+                setup()
+                pairs.append((base, anyio.run(batch, backend=backend)))
+            off()
+            rows.setdefault("off", {"us_per_turn": _median([p[0] for p in pairs])})
+            rows[name] = {
+                "us_per_turn": _median([p[1] for p in pairs]),
+                "ratio_to_off": _median([b / a for a, b in pairs]),
+            }
+        results[backend] = rows
+    otel.uninstrument()
+    provider.shutdown()
+    return results
+
+
+# -- against the code before the hooks -----------------------------------------------------------
+def _child(src: Path, turns: int, batches: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(turns), str(batches)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=src,
+    )
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def _against_baseline(baseline: Path, turns: int, batches: int, rounds: int) -> dict[str, Any]:
+    pairs: dict[str, list[tuple[float, float]]] = {"asyncio": [], "trio": []}
+    files: dict[str, str] = {}
+    for _ in range(rounds):
+        before = _child(baseline, turns, batches)
+        now = _child(ROOT, turns, batches)
+        files = {"before": before["lionagi"], "now": now["lionagi"]}
+        for backend in pairs:
+            pairs[backend].append((before[backend], now[backend]))
+    return {
+        "lionagi files": {k: os.path.relpath(v, ROOT) for k, v in files.items()},
+        **{
+            backend: {
+                "before_us_per_turn": _median([p[0] for p in values]),
+                "off_us_per_turn": _median([p[1] for p in values]),
+                "ratio_off_to_before": _median([b / a for a, b in values]),
+            }
+            for backend, values in pairs.items()
+        },
+    }
+
+
+def _markdown(results: dict[str, Any], command: str) -> str:
+    lines = [
+        "# Tracing overhead",
+        "",
+        f"Command: `{command}`",
+        "",
+        "Median microseconds per `chat_and_record` turn (offline model, fresh Branch every "
+        f"{RESET} turns); ratios pair by pair from alternating batches in one process.",
+        "",
+        "| backend | variant | us_per_turn | ratio_to_off |",
+        "|---|---|---|---|",
+    ]
+    for backend, rows in results["in_process"].items():
+        for name, row in rows.items():
+            ratio = row.get("ratio_to_off")
+            shown = "1" if ratio is None else f"{ratio:.3f}"
+            lines.append(f"| {backend} | {name} | {row['us_per_turn']:.2f} | {shown} |")
+    baseline = results.get("baseline")
+    if baseline:
+        lines += [
+            "",
+            "## Tracing off against the code before the hooks",
+            "",
+            "Fresh interpreters alternating between the two trees; medians over the rounds.",
+            "",
+            "| backend | before us/turn | off us/turn | off / before |",
+            "|---|---|---|---|",
+        ]
+        for backend in ("asyncio", "trio"):
+            row = baseline[backend]
+            lines.append(
+                f"| {backend} | {row['before_us_per_turn']:.2f} | {row['off_us_per_turn']:.2f} "
+                f"| {row['ratio_off_to_before']:.3f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tracing")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="package tree from before the hooks")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args(argv)
+    turns, batches, rounds = (200, 3, 1) if args.quick else (2000, 9, 5)
+    results: dict[str, Any] = {"in_process": _in_process(turns, batches)}
+    if args.baseline is not None:
+        results["baseline"] = _against_baseline(args.baseline, turns, batches, rounds)
+    command = "python -m benchmarks.tracing" + (" --quick" if args.quick else "")
+    if args.baseline is not None:
+        command += " --baseline <tree of the commit before the hooks>"
+    suffix = "-quick" if args.quick else ""
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"tracing{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / f"tracing{suffix}.md").write_text(_markdown(results, command))
+    print(_markdown(results, command))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
