@@ -83,7 +83,7 @@ class Log:
             request.model,
             len(request.messages),
             request.messages[-1] if request.messages else None,
-            tuple(_tool_name(t) for t in request.tools) if request.tools else (),
+            tuple(t.name for t in request.tools) if request.tools else (),
             None if schema is None else schema.get("title"),
             request.options,
             request.session_id,
@@ -169,13 +169,6 @@ def mask_secrets(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return repr(value)
-
-
-def _tool_name(schema: Mapping[str, Any]) -> str:
-    function = schema.get("function")
-    if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-        return str(function["name"])
-    return str(schema.get("name", "?"))
 
 
 class LogManager(Sequence[Log]):
