@@ -7,9 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# A hang guard, not a timing check: the smoke sizes take about a minute on a busy 2-core machine.
+@pytest.mark.timeout(600)
 def test_quick_run_writes_every_scenario(tmp_path: Path) -> None:
     from benchmarks.__main__ import SCENARIOS
 
@@ -19,7 +23,7 @@ def test_quick_run_writes_every_scenario(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=110,
+        timeout=540,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
