@@ -31,6 +31,14 @@ from lionagi.errors import (
 )
 from lionagi.ln import alcall, bcall
 from lionagi.operations.builder import Builder, ExpansionStrategy, OperationGraphBuilder
+from lionagi.operations.events import (
+    MessageCommitted,
+    StreamEvent,
+    TextDeltaEvent,
+    ToolCallDeltaEvent,
+    ToolFinished,
+    ToolStarted,
+)
 from lionagi.operations.fields import FieldModel
 from lionagi.operations.graph import OperationGraph, OperationNode, ResultCondition
 from lionagi.operations.params import Instruct, ModelOptions
@@ -129,6 +137,7 @@ __all__ = [
     "LoopDirective",
     "Message",
     "MessageAdded",
+    "MessageCommitted",
     "MessageManager",
     "MissingDependencyError",
     "ModelOptions",
@@ -161,17 +170,22 @@ __all__ = [
     "Session",
     "Signal",
     "StopStream",
+    "StreamEvent",
     "System",
     "TaskHandle",
+    "TextDeltaEvent",
     "TokenCounter",
     "Tool",
     "ToolArgumentError",
     "ToolCall",
+    "ToolCallDeltaEvent",
     "ToolError",
     "ToolFailed",
+    "ToolFinished",
     "ToolNotFoundError",
     "ToolRegistry",
     "ToolSpec",
+    "ToolStarted",
     "ToolTimeoutError",
     "TurnExecutionContext",
     "TurnFinalizingError",

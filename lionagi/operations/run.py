@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import anyio
 
+from lionagi._textbuffer import TextBuffer
 from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations._prepare import (
     apply_context_providers,
@@ -29,6 +30,14 @@ from lionagi.operations._prepare import (
     request_messages,
 )
 from lionagi.operations.act import act_batch
+from lionagi.operations.events import (
+    MessageCommitted,
+    StreamEvent,
+    TextDeltaEvent,
+    ToolCallDeltaEvent,
+    ToolFinished,
+    ToolStarted,
+)
 from lionagi.operations.turn import TurnStream, control_point, stream_in_turn
 from lionagi.protocols.messages import (
     ActionRequest,
@@ -57,9 +66,11 @@ if TYPE_CHECKING:
     from lionagi.operations.types import TurnScope
     from lionagi.session.branch import Branch
 
-__all__ = ["run"]
+__all__ = ["run", "stream"]
 
 logger = logging.getLogger("lionagi.run")
+
+_Item: TypeAlias = Message | StreamEvent
 
 
 def run(branch: Branch, params: RunParams) -> TurnStream[Message]:
@@ -77,6 +88,39 @@ def run(branch: Branch, params: RunParams) -> TurnStream[Message]:
     ends the turn and closes the provider stream at once. Reply text still
     streaming when the turn stops is not recorded: the history holds whole messages only.
     """
+    body = _turn_body(branch, params, events=False)
+    return stream_in_turn(
+        branch,
+        model=params.chat_model,
+        invoke=lambda scope: cast(AsyncIterator[Message], body(scope)),
+        operation="run",
+    )
+
+
+def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
+    """Stream one turn of ``branch`` as live events: :func:`run`'s turn, with the model's text
+    and tool-call deltas handed out as they arrive and the tools' start and finish marked.
+
+    Each message :func:`run` would yield comes as a
+    :class:`~lionagi.operations.events.MessageCommitted`, after the deltas it is made of; a
+    committed reply's text is the concatenation of its
+    :class:`~lionagi.operations.events.TextDeltaEvent` pieces. The stream pulls from the
+    model one chunk per event, so a slow consumer slows the model stream (nothing is queued or
+    dropped). Same lifetime contract as :func:`run`: read it in ``async with``; closing it
+    mid-reply closes the provider stream at once and records no part of the unfinished reply.
+    """
+    body = _turn_body(branch, params, events=True)
+    return stream_in_turn(
+        branch,
+        model=params.chat_model,
+        invoke=lambda scope: cast(AsyncIterator[StreamEvent], body(scope)),
+        operation="stream",
+    )
+
+
+def _turn_body(
+    branch: Branch, params: RunParams, *, events: bool
+) -> Callable[[TurnScope], AsyncIterator[_Item]]:
     message = build_instruction(
         params.instruction,
         guidance=params.guidance,
@@ -85,7 +129,7 @@ def run(branch: Branch, params: RunParams) -> TurnStream[Message]:
         sender=branch.user,
     )
 
-    def invoke(scope: TurnScope) -> AsyncIterator[Message]:
+    def invoke(scope: TurnScope) -> AsyncIterator[_Item]:
         return _stream_turn(
             branch,
             scope,
@@ -94,9 +138,10 @@ def run(branch: Branch, params: RunParams) -> TurnStream[Message]:
             max_tool_rounds=params.max_tool_rounds,
             session_id=params.session_id,
             options=params.request_options,
+            events=events,
         )
 
-    return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation="run")
+    return invoke
 
 
 async def _stream_turn(
@@ -108,11 +153,13 @@ async def _stream_turn(
     max_tool_rounds: int,
     session_id: str | None,
     options: dict[str, Any],
-) -> AsyncGenerator[Message, None]:
-    """The body of the turn: record and yield each message, one model call per round."""
+    events: bool,
+) -> AsyncGenerator[_Item, None]:
+    """The body of the turn: record and yield each message, one model call per round; with
+    ``events``, each message as a :class:`MessageCommitted` among the live events."""
     model = model_for(scope, branch, chat_model)
     branch.msgs.add(instruction)
-    yield instruction
+    yield MessageCommitted(instruction) if events else instruction
     native = model.supports_native_tools
     tools = branch.tools.schemas() if native and len(branch.tools) else ()
     tool_rounds = 0
@@ -131,9 +178,20 @@ async def _stream_turn(
         segments = _Segmenter(model)
         try:
             async for chunk in chunks:
+                if events:
+                    delta = segments.delta(chunk)
+                    if delta is not None:
+                        yield delta
                 for message in segments.feed(chunk):
                     branch.msgs.add(message)
-                    yield message
+                    if not events:
+                        yield message
+                    else:
+                        yield MessageCommitted(message)
+                        if isinstance(message, ActionRequest) and not native:
+                            yield ToolStarted(message)  # the provider runs its own tools
+                        elif isinstance(message, ActionResponse):
+                            yield ToolFinished(message)
                     await control_point(scope)
                 await control_point(scope)
         finally:
@@ -151,12 +209,19 @@ async def _stream_turn(
             refused = [_not_run(request, max_tool_rounds) for request in pending]
             branch.msgs.extend(refused)  # every request gets its answer, as act would record
             for response in refused:
-                yield response
+                yield MessageCommitted(response) if events else response
             return
         tool_rounds += 1
+        if events:
+            for request in pending:
+                yield ToolStarted(request)
         # act polls control, records the results as one batch, and joins this turn
         for response in await act_batch(branch, pending):
-            yield response
+            if events:
+                yield MessageCommitted(response)
+                yield ToolFinished(response)
+            else:
+                yield response
 
 
 async def _aclose(chunks: AsyncIterator[StreamChunk]) -> None:
@@ -217,7 +282,7 @@ class _Segmenter:
 
     def __init__(self, model: iModel) -> None:
         self._model = model
-        self._text: list[str] = []
+        self._text = TextBuffer()  # one growing buffer: nothing kept per delta
         self._texted = False  # some text of this call was committed
         self._calls: dict[int, _PendingCall] = {}
         self._requests: dict[str, ActionRequest] = {}  # committed this call, by call id
@@ -230,10 +295,27 @@ class _Segmenter:
         """Tool calls of this model call that no provider-side result answered, in order."""
         return [r for call_id, r in self._requests.items() if call_id not in self._answered]
 
+    def delta(self, chunk: StreamChunk) -> TextDeltaEvent | ToolCallDeltaEvent | None:
+        """The live event for ``chunk``, taken before :meth:`feed`: its text or tool-call
+        piece, or the whole text of a final chunk from a provider that sent no text deltas
+        (the text :meth:`feed` will commit), or None."""
+        if isinstance(chunk, TextDelta):
+            return TextDeltaEvent(chunk.text) if chunk.text else None
+        if isinstance(chunk, ToolCallDelta):
+            return ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
+        if isinstance(chunk, FinalChunk):
+            text = self._unstreamed(chunk.response)
+            return TextDeltaEvent(text) if text else None
+        return None
+
+    def _unstreamed(self, response: ModelResponse) -> str:
+        """Text of a final response that no text delta carried."""
+        return "" if self._texted or self._text else response.text
+
     def feed(self, chunk: StreamChunk) -> list[Message]:
         if isinstance(chunk, TextDelta):
             out = self._flush_calls(None)
-            self._text.append(chunk.text)
+            self._text.write(chunk.text)
             if chunk.complete:
                 out += self._flush_text(None)
             return out
@@ -276,8 +358,8 @@ class _Segmenter:
             response = chunk.response
             self.final = response
             self.usage = response.usage
-            if not self._texted and not self._text and response.text:
-                self._text.append(response.text)  # a provider that sent no text deltas
+            if text := self._unstreamed(response):
+                self._text.write(text)  # a provider that sent no text deltas
             if not self._reasoning and not self._texted and response.reasoning:
                 self._reasoning.extend(response.reasoning)  # sent with no reasoning events
             return self._flush_text(response) + self._flush_calls(response)
@@ -286,7 +368,7 @@ class _Segmenter:
     def _flush_text(self, final: ModelResponse | None, *, empty: bool = False) -> list[Message]:
         """The gathered text as a message; ``empty``: one even without text, to carry
         reasoning. At the final chunk, a refusal makes a message too."""
-        text = "".join(self._text)
+        text = self._text.getvalue()
         self._text.clear()
         refusal = None if final is None else final.refusal
         if not text and not refusal and not (empty and self._reasoning):

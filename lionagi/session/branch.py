@@ -27,6 +27,7 @@ from lionagi.operations import operate as _operate
 from lionagi.operations import parse as _parse
 from lionagi.operations import react as _react
 from lionagi.operations import run as _run
+from lionagi.operations.events import StreamEvent
 from lionagi.operations.fields import FieldModel, RequestFields
 from lionagi.operations.params import (
     ActionStrategy,
@@ -581,6 +582,24 @@ class Branch:
                     await self.adump_logs()
             finally:
                 await self.aclose()
+
+    def stream(
+        self,
+        instruction: str | Instruction,
+        guidance: str | None = None,
+        context: JsonValue = None,
+        *,
+        chat_model: iModel | None = None,
+        imodel: iModel | None = None,
+        images: Sequence[str] | None = None,
+        max_tool_rounds: int = 8,
+        session_id: str | None = None,
+        **options: Unpack[ModelOptions],
+    ) -> TurnStream[StreamEvent]:
+        """Stream a :meth:`run` turn as live events: text and tool-call deltas as they arrive,
+        tool starts and finishes, and each committed message (see
+        :func:`lionagi.operations.run.stream`)."""
+        return _run.stream(self, bind(RunParams, locals(), operation="stream"))
 
     # -- copies and serialization --------------------------------------------------------
     async def aclone(self) -> Branch:

@@ -8,6 +8,7 @@ from typing import Any, TypeAlias, cast
 
 from anyio.lowlevel import checkpoint
 
+from lionagi._textbuffer import TextBuffer
 from lionagi.errors import ConfigurationError
 from lionagi.service.imodel import DEFAULT_TIMEOUT
 from lionagi.service.types import FinalChunk, ModelRequest, ModelResponse, StreamChunk, TextDelta
@@ -86,13 +87,13 @@ class FunctionProvider(OfflineProvider):
             await checkpoint()
         self.calls.append(request)
         source = stream_fn(request.messages, **_fn_options(request))
-        parts: list[str] = []
+        parts = TextBuffer()  # one growing buffer: nothing kept per chunk
         if hasattr(source, "__anext__"):
             pieces = cast(AsyncIterator[str], source)
             try:
                 async for piece in pieces:
                     if piece := self._piece(piece):
-                        parts.append(piece)
+                        parts.write(piece)
                         yield TextDelta(text=piece)
             finally:
                 await _aclose(pieces)
@@ -101,12 +102,12 @@ class FunctionProvider(OfflineProvider):
             try:
                 for piece in iterator:
                     if piece := self._piece(piece):
-                        parts.append(piece)
+                        parts.write(piece)
                         await checkpoint()
                         yield TextDelta(text=piece)
             finally:
                 _close(iterator)
-        yield FinalChunk(response=self._response("".join(parts), request))
+        yield FinalChunk(response=self._response(parts.getvalue(), request))
 
     def _piece(self, piece: object) -> str:
         if not isinstance(piece, str):

@@ -1,0 +1,85 @@
+"""Live events of a streamed turn: what :meth:`Branch.stream` hands out as it happens.
+
+A stream of events is the message view of :meth:`Branch.run` with the model's deltas
+interleaved, in the order they arrived:
+
+- :class:`TextDeltaEvent` -- a piece of reply text, handed out as the provider sends it;
+- :class:`ToolCallDeltaEvent` -- a piece of a tool call (its id and name once, then fragments
+  of its JSON argument text);
+- :class:`ToolStarted` / :class:`ToolFinished` -- a tool call began running / its result is in;
+- :class:`MessageCommitted` -- a message was recorded in the history (the item ``run`` yields).
+
+The deltas of a reply come before its message is committed, and an assistant reply's committed
+text is exactly the concatenation of the text deltas since the previous committed message. A
+turn that stops mid-reply has handed out deltas that no message holds: the history records
+whole messages only. The classes are frozen dataclasses, so they work with ``match``::
+
+    match event:
+        case TextDeltaEvent(text=text):
+            print(text, end="")
+        case MessageCommitted(message=ActionResponse() as result):
+            ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from lionagi.protocols.messages import ActionRequest, ActionResponse, Message
+
+__all__ = [
+    "MessageCommitted",
+    "StreamEvent",
+    "TextDeltaEvent",
+    "ToolCallDeltaEvent",
+    "ToolFinished",
+    "ToolStarted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDeltaEvent:
+    """A piece of the reply text, as the provider sent it (never empty)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDeltaEvent:
+    """A piece of tool call ``index`` of the current reply. ``call_id`` and ``name`` come with
+    the call's first delta; ``arguments`` is a fragment of its JSON argument text (whole, for a
+    provider that receives whole calls)."""
+
+    index: int
+    call_id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    """A tool call began: the Branch is about to run it, or (an agentic CLI) the provider
+    announced it runs it. Its :class:`ActionRequest` was committed before this event."""
+
+    request: ActionRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """A tool call's result is in; its :class:`ActionResponse` was committed before this
+    event."""
+
+    response: ActionResponse
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCommitted:
+    """A message was recorded in the Branch's history (what :meth:`Branch.run` yields)."""
+
+    message: Message
+
+
+StreamEvent: TypeAlias = (
+    TextDeltaEvent | ToolCallDeltaEvent | ToolStarted | ToolFinished | MessageCommitted
+)

@@ -1,0 +1,346 @@
+"""``Branch.stream``: live deltas through a turn, against an OpenAI-compatible and an Anthropic
+server on 127.0.0.1 and the fake agentic CLI; close and cancel at every event; backpressure and
+memory for long replies."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from anyio.abc import Process
+
+from lionagi import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Branch,
+    Message,
+    MessageCommitted,
+    StreamEvent,
+    TextDeltaEvent,
+    ToolCallDeltaEvent,
+    ToolFinished,
+    ToolStarted,
+)
+from lionagi.service.imodel import iModel
+from lionagi.session.signal import RunEnd
+from lionagi.testing import FunctionModel
+from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
+from tests.operations.test_run_providers import (
+    TEXT_REPLY,
+    TOOL_REPLY,
+    call_delta,
+    multiply,
+    openai_model,
+)
+from tests.payloads import chunk
+from tests.processes import assert_reaped, fake_model
+from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
+from tests.service.test_anthropic_provider import end_events, start_events, text_block, tool_block
+
+pytestmark = pytest.mark.anyio
+
+
+async def collect(branch: Branch, instruction: str) -> list[StreamEvent]:
+    async with branch.stream(instruction) as stream:
+        return [event async for event in stream]
+
+
+def committed(events: list[StreamEvent]) -> list[Message]:
+    return [e.message for e in events if isinstance(e, MessageCommitted)]
+
+
+def check_deltas(events: list[StreamEvent], *, finished: bool = True) -> None:
+    """Each committed reply is the concatenation of the text deltas before it; each committed
+    tool call holds the JSON its argument deltas spell."""
+    text: list[str] = []
+    calls: dict[str, tuple[str | None, list[str]]] = {}
+    by_index: dict[int, str] = {}
+    for event in events:
+        match event:
+            case TextDeltaEvent(text=piece):
+                assert piece
+                text.append(piece)
+            case ToolCallDeltaEvent(index=index, call_id=call_id, name=name, arguments=args):
+                if call_id is not None:
+                    by_index[index] = call_id
+                    calls[call_id] = (name, [])
+                calls[by_index[index]][1].append(args)
+            case MessageCommitted(message=AssistantResponse(content=content)):
+                assert "".join(text) == content
+                text.clear()
+            case MessageCommitted(message=ActionRequest() as request) if calls:
+                name, pieces = calls.pop(request.call_id)
+                assert name == request.function
+                assert json.loads("".join(pieces) or "{}") == request.arguments
+                by_index.clear()
+    if finished:
+        assert not text
+        assert not calls
+
+
+def kinds(events: list[StreamEvent]) -> list[str]:
+    out = []
+    for event in events:
+        if isinstance(event, MessageCommitted):
+            out.append(type(event.message).__name__)
+        else:
+            out.append(type(event).__name__)
+    return out
+
+
+# -- OpenAI-compatible server ----------------------------------------------------------------
+async def test_openai_deltas_match_the_committed_messages(server: ScriptedServer) -> None:
+    server.reply(TOOL_REPLY, TEXT_REPLY, TOOL_REPLY, TEXT_REPLY)
+    model = openai_model(server)
+    branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])
+    events = await collect(branch, "What is 6 x 7?")
+    assert kinds(events) == [
+        "Instruction",
+        "TextDeltaEvent",
+        "TextDeltaEvent",
+        "ToolCallDeltaEvent",
+        "AssistantResponse",  # the text segment ends when the tool call begins
+        "ToolCallDeltaEvent",
+        "ToolCallDeltaEvent",
+        "ActionRequest",
+        "ToolStarted",
+        "ActionResponse",
+        "ToolFinished",
+        "TextDeltaEvent",
+        "TextDeltaEvent",
+        "AssistantResponse",
+    ]
+    check_deltas(events)
+    deltas = [e.text for e in events if isinstance(e, TextDeltaEvent)]
+    assert deltas == ["Let me ", "compute.", "6 x 7 = ", "42."]
+    messages = committed(events)
+    assert list(branch.msgs) == messages
+    request, response = messages[2], messages[3]
+    assert isinstance(request, ActionRequest)
+    assert isinstance(response, ActionResponse)
+    started = next(e for e in events if isinstance(e, ToolStarted))
+    finished = next(e for e in events if isinstance(e, ToolFinished))
+    assert (started.request, finished.response) == (request, response)
+    assert response.output == 42
+
+    # the message view of the same script is the committed messages, nothing else
+    other = observed_branch(chat_model=model, tools=[multiply])[0]
+    async with other.run("What is 6 x 7?") as stream:
+        seen = [message async for message in stream]
+    assert [(type(m), m.content) for m in seen if isinstance(m, AssistantResponse)] == [
+        (type(m), m.content) for m in messages if isinstance(m, AssistantResponse)
+    ]
+    assert len(seen) == len(messages)
+    await model.aclose()
+    assert isinstance(rec.terminals()[0], RunEnd)
+    assert_one_terminal_per_start(rec)
+    assert_idle(branch)
+
+
+HANGING_REPLY = Reply(
+    events=[
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Let me "}),
+        chunk({"content": "compute."}),
+        call_delta(0, id="call_a", name="multiply", arguments=""),
+        call_delta(0, arguments='{"a": 6,'),
+        call_delta(0, arguments=' "b": 7}'),
+        AWAIT_CLOSE,
+    ]
+)
+HANGING_EVENTS = 6  # Instruction, 2 text deltas, call delta, AssistantResponse, 1 more delta
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+async def test_openai_close_at_every_event_closes_the_connection(how: str) -> None:
+    for stop_after in range(1, HANGING_EVENTS + 1):
+        with ScriptedServer() as server:
+            server.reply(HANGING_REPLY)
+            model = openai_model(server)
+            branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])
+            seen: list[StreamEvent] = []
+            with anyio.CancelScope() as scope:
+                async with branch.stream("go") as stream:
+                    async for event in stream:
+                        seen.append(event)
+                        if len(seen) == stop_after:
+                            if how == "aclose":
+                                await stream.aclose()
+                            else:
+                                scope.cancel()
+                                await anyio.lowlevel.checkpoint()
+            assert len(seen) == stop_after
+            if stop_after == 1:  # only the Instruction: no request was sent yet
+                assert server.requests == []
+            else:
+                closed = await anyio.to_thread.run_sync(server.client_closed.wait, 30.0)
+                assert closed, f"connection left open after {stop_after} event(s)"
+            await model.aclose()
+            # whole messages only: the text committed when the call began, never the call
+            history = list(branch.msgs)
+            assert history == committed(seen)
+            assert [type(m).__name__ for m in history] == (
+                ["Instruction", "AssistantResponse"][: 1 if stop_after < 5 else 2]
+            )
+            check_deltas(seen, finished=False)
+            assert isinstance(rec.terminals()[0], RunEnd)
+            assert_one_terminal_per_start(rec)
+            assert_idle(branch)
+
+
+# -- Anthropic ------------------------------------------------------------------------------
+async def test_anthropic_deltas_match_the_committed_messages(server: ScriptedServer) -> None:
+    server.reply(
+        Reply(
+            events=[
+                *start_events(),
+                *text_block(0, "Checking ", "the product."),
+                *tool_block(1, "toolu_1", "multiply", '{"a": 6', ', "b": 7}'),
+                *end_events("tool_use"),
+            ]
+        ),
+        Reply(events=[*start_events(), *text_block(0, "It is ", "42."), *end_events()]),
+    )
+    model = iModel("anthropic", "claude-test", base_url=server.url, api_key="sk-t", timeout=30)
+    branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])
+    events = await collect(branch, "What is 6 x 7?")
+    await model.aclose()
+    check_deltas(events)
+    assert [e.text for e in events if isinstance(e, TextDeltaEvent)] == [
+        "Checking ",
+        "the product.",
+        "It is ",
+        "42.",
+    ]
+    args = [e.arguments for e in events if isinstance(e, ToolCallDeltaEvent)]
+    assert "".join(args) == '{"a": 6, "b": 7}'
+    messages = committed(events)
+    assert [type(m).__name__ for m in messages] == [
+        "Instruction",
+        "AssistantResponse",
+        "ActionRequest",
+        "ActionResponse",
+        "AssistantResponse",
+    ]
+    assert list(branch.msgs) == messages
+    assert [type(e).__name__ for e in events if isinstance(e, ToolStarted | ToolFinished)] == [
+        "ToolStarted",
+        "ToolFinished",
+    ]
+    assert isinstance(rec.terminals()[0], RunEnd)
+    assert_idle(branch)
+
+
+# -- the agentic CLI ------------------------------------------------------------------------
+@pytest.fixture
+def spawned(processes: list[Process]) -> list[Process]:
+    return processes
+
+
+async def test_cli_deltas_and_provider_run_tools(tmp_path: Path, spawned: list[Process]) -> None:
+    branch, rec, _ = observed_branch(chat_model=fake_model("tools", tmp_path))
+    events = await collect(branch, "Look at a.txt")
+    check_deltas(events)
+    messages = committed(events)
+    assert list(branch.msgs) == messages
+    requests = [m for m in messages if isinstance(m, ActionRequest)]
+    responses = [m for m in messages if isinstance(m, ActionResponse)]
+    assert [e.request for e in events if isinstance(e, ToolStarted)] == requests
+    assert [e.response for e in events if isinstance(e, ToolFinished)] == responses
+    assert [(r.function, r.arguments) for r in requests] == [
+        ("Read", {"path": "a.txt"}),
+        ("Bash", {"command": "false"}),
+    ]
+    # every tool event follows the commit of its message
+    for index, event in enumerate(events):
+        if isinstance(event, ToolStarted):
+            assert events[index - 1] == MessageCommitted(event.request)
+        if isinstance(event, ToolFinished):
+            assert events[index - 1] == MessageCommitted(event.response)
+    assert isinstance(rec.terminals()[0], RunEnd)
+    assert_reaped(spawned[0])
+    assert_idle(branch)
+
+
+async def test_cli_close_at_every_event_leaves_no_process(
+    tmp_path: Path, spawned: list[Process]
+) -> None:
+    full = await collect(observed_branch(chat_model=fake_model("tools", tmp_path))[0], "go")
+    for stop_after in range(1, len(full)):
+        branch, rec, _ = observed_branch(chat_model=fake_model("tools", tmp_path))
+        seen: list[StreamEvent] = []
+        async with branch.stream("go") as stream:
+            async for event in stream:
+                seen.append(event)
+                if len(seen) == stop_after:
+                    break
+        assert kinds(seen) == kinds(full[:stop_after])
+        history = list(branch.msgs)
+        assert history == committed(seen)  # nothing committed past what was handed out
+        check_deltas(seen, finished=False)
+        assert_reaped(spawned[-1])
+        assert isinstance(rec.terminals()[0], RunEnd)
+        assert_idle(branch)
+
+
+# -- backpressure and memory ----------------------------------------------------------------
+def counting_model(produced: list[int], pieces: int, piece: str = "x") -> FunctionModel:
+    def stream(messages: Any, **options: Any) -> Iterator[str]:
+        for _ in range(pieces):
+            produced[0] += 1
+            yield piece
+
+    return FunctionModel(lambda messages, **options: "", stream=stream)
+
+
+async def test_a_slow_consumer_slows_the_model() -> None:
+    produced = [0]
+    branch = Branch(chat_model=counting_model(produced, 50))
+    consumed = 0
+    async with branch.stream("go") as stream:
+        async for event in stream:
+            if isinstance(event, TextDeltaEvent):
+                consumed += 1
+                # the model is pulled one chunk per event: nothing runs ahead into a buffer
+                assert produced[0] == consumed
+                for _ in range(5):
+                    await anyio.lowlevel.checkpoint()
+                assert produced[0] == consumed
+    assert consumed == 50
+    [reply] = [m for m in branch.msgs if isinstance(m, AssistantResponse)]
+    assert reply.content == "x" * 50
+
+
+async def _peak(pieces: int) -> int:
+    branch = Branch(chat_model=counting_model([0], pieces))
+    tracemalloc.start()
+    try:
+        async with branch.stream("go") as stream:
+            async for _ in stream:
+                pass
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    [reply] = [m for m in branch.msgs if isinstance(m, AssistantResponse)]
+    assert len(reply.content) == pieces
+    return peak
+
+
+@pytest.mark.slow
+async def test_a_long_reply_streams_in_flat_memory() -> None:
+    await _peak(10)  # warm caches (schemas, imports) outside the measurement
+    small = await _peak(1_000)
+    large = await _peak(LONG)
+    # the reply text itself (1 byte a chunk) is held a few times (model buffer, Branch buffer,
+    # final strings); anything kept per chunk (an event, a list slot) costs 8+ bytes each
+    assert large - small < 6 * (LONG - 1_000), (small, large)
+
+
+LONG = 20_000  # chunks; every chunk is one turn step, so a longer reply only costs time
