@@ -25,6 +25,7 @@ COVERED = (
     "observer_cancels_stream",
     "concurrent_callers_trio",
     "research_flow",
+    "live_chat_trio",
 )
 
 
@@ -150,3 +151,22 @@ async def test_research_flow() -> None:
     assert out["follow_up"] == "they nest: a task group is a cancel scope that waits for its tasks"
     assert [label.split(":")[0] for label in out["skipped"]] == ["chat"]  # the false side
     assert out["branches"] == 1 + 6  # the default branch and one fork per node that ran
+
+
+async def test_live_chat_trio() -> None:
+    out = await load("live_chat_trio").main()
+    assert out["shown"] == [
+        "I will multiply them.",
+        "[calling multiply]",
+        "[running multiply({'a': 6, 'b': 7})]",
+        "[result: 42]",
+        "6 times 7 is 42.",
+    ]
+    assert out["history"] == [
+        "System",
+        "Instruction",
+        "AssistantResponse",
+        "ActionRequest",
+        "ActionResponse",
+        "AssistantResponse",
+    ]

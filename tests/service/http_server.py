@@ -71,7 +71,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self.requests: list[Received] = []
         self.stopping = threading.Event()
-        self.client_closed = threading.Event()  # set when AWAIT_CLOSE observed the hang-up
+        self.client_closed = threading.Event()  # set when the server observed a hang-up
         self._connections: set[socket.socket] = set()
         self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
         self._thread = threading.Thread(
@@ -224,8 +224,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             assert isinstance(item, str)
             data = item.encode()
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
+            try:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+            except OSError:
+                owner.client_closed.set()  # the client hung up while events were still due
+                self.close_connection = True
+                return
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
