@@ -559,6 +559,12 @@ class ScenarioRun:
                 for index, control in enumerate(self.scenario.controls):
                     group.start_soon(self._controller, index, control)
         self.deadlocked = guard.cancelled_caught
+        # An abandoned stream is finalized by a task scheduled when it was dropped; a caller
+        # cancelled while waiting behind it does not wait for that. Let it finish (bounded).
+        for _ in range(1000):
+            if all(branch._active_turn_context is None for branch in self.branches):
+                break
+            await checkpoint()
         for generator in self.stream_bodies:
             if generator.ag_frame is not None:  # suspended, not closed: close it here, not in GC
                 self.violation("a stream body was left suspended after its turn")
