@@ -39,6 +39,7 @@ def offline_model() -> TestModel:
         [
             ModelResponse(text="Let me count.", tool_calls=(call,)),
             "The line has 6 words.",
+            "Once upon a time...",
         ]
     )
 
@@ -71,8 +72,9 @@ async def main(model: iModel | None = None) -> dict[str, Any]:
         print(describe(message))
         streamed.append(message.kind)
 
-    # Stop reading early: leaving the block closes the stream on break or error. The turn ends here
-    # (before the model was even called) and the Branch is free for the next caller.
+    # Stop reading early: leaving the block closes the stream on break or error. The first
+    # message is the instruction, handed out once committed together with the model's first
+    # reply; the turn ends here and the Branch is free for the next caller.
     async with branch.run("Tell me a long story.") as stream:
         async for message in stream:
             print(f"first and only: {describe(message)}")

@@ -123,7 +123,8 @@ async def test_streaming_run() -> None:
         "assistant",
     ]
     assert out["terminals"] == ["RunEnd", "RunEnd"]  # closing early is a clean end
-    assert out["history"] == [*out["streamed"], "instruction"]
+    # the early-closed run committed its instruction with the first reply
+    assert out["history"] == [*out["streamed"], "instruction", "assistant"]
     assert _active_turn_var.get() is None
 
 

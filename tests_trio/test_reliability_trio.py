@@ -123,7 +123,7 @@ async def test_hung_model_times_out_and_frees_the_branch(autojump_clock: MockClo
     [failed] = recorder.terminals()
     assert isinstance(failed, RunFailed)
     assert isinstance(failed.data, ProviderTimeout)
-    assert [type(m).__name__ for m in branch.msgs] == ["Instruction"]
+    assert list(branch.msgs) == []  # no reply: the instruction is not committed either
     assert_idle(branch)
     assert await branch.chat_and_record("next") == "ok"
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from lionagi.operations._prepare import answer_format, build_instruction, invoke_model, model_for
 from lionagi.operations.turn import run_in_turn
-from lionagi.protocols.messages import ActionRequest, AssistantResponse
+from lionagi.protocols.messages import ActionRequest, AssistantResponse, Instruction, Message
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ChatParams
@@ -32,10 +32,18 @@ def _reply_message(response: ModelResponse) -> AssistantResponse:
     )
 
 
-def record_response(branch: Branch, response: ModelResponse) -> AssistantResponse:
-    """Record a model reply: the assistant message, then one ActionRequest per tool call."""
+def record_response(
+    branch: Branch, response: ModelResponse, instruction: Instruction | None = None
+) -> AssistantResponse:
+    """Record a model reply: the assistant message, then one ActionRequest per tool call.
+
+    ``instruction`` is the request's instruction when it is not in the history yet: a turn
+    commits its instruction together with the first reply (in one ``extend``), so a call that
+    got no reply leaves no instruction behind for a retry to repeat.
+    """
     message = _reply_message(response)
-    if not response.tool_calls:  # the common case; extend() of one message is add()
+    head: list[Message] = [] if instruction is None else [instruction]
+    if not response.tool_calls and not head:  # the common case; extend() of one is add()
         branch.msgs.add(message)
         return message
     requests = [
@@ -47,7 +55,7 @@ def record_response(branch: Branch, response: ModelResponse) -> AssistantRespons
         )
         for call in response.tool_calls
     ]
-    branch.msgs.extend([message, *requests])
+    branch.msgs.extend([*head, message, *requests])
     return message
 
 
@@ -67,20 +75,18 @@ async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> A
 
     async def body(scope: TurnScope) -> Any:
         model = model_for(scope, branch, params.chat_model)
-        if record:
-            branch.msgs.add(message)
         response = await invoke_model(
             branch,
             scope,
             model,
             message,
-            recorded=record,
+            recorded=False,
             # the schema build_instruction already made, not the class again
             response_format=message.response_format,
             options=options,
         )
-        if record:
-            record_response(branch, response)
+        if record:  # the instruction with its reply: nothing is committed without a reply
+            record_response(branch, response, message)
         if params.return_ins_res_message:
             return message, _reply_message(response)
         return response.text

@@ -37,18 +37,17 @@ async def communicate(branch: Branch, params: CommunicateParams) -> Any:
 
     async def body(scope: TurnScope) -> Any:
         model = model_for(scope, branch, params.chat_model)
-        branch.msgs.add(message)
         response = await invoke_model(
             branch,
             scope,
             model,
             message,
-            recorded=True,
+            recorded=False,
             # the schema build_instruction already made, not the class again
             response_format=message.response_format,
             options=options,
         )
-        record_response(branch, response)
+        record_response(branch, response, message)  # committed together with its reply
         if response_format is None:
             return response.text
         parsed = await parse_in_scope(

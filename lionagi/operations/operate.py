@@ -76,9 +76,11 @@ def _with_request(
     )
 
 
-def _record(branch: Branch, response: ModelResponse) -> list[ActionRequest]:
-    """Record the reply; return the ActionRequests recorded for its tool calls."""
-    record_response(branch, response)
+def _record(
+    branch: Branch, response: ModelResponse, instruction: Instruction
+) -> list[ActionRequest]:
+    """Record the instruction with its reply; return the ActionRequests of its tool calls."""
+    record_response(branch, response, instruction)
     count = len(response.tool_calls)
     recorded = branch.msgs[len(branch.msgs) - count :] if count else []
     return [m for m in recorded if isinstance(m, ActionRequest)]
@@ -141,18 +143,17 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
         schemas = branch.tools.schemas(names) if names else ()
         reply_class = reply_model(fmt, reason, bool(schemas) and not native)
         message = _with_request(base, reply_class, () if native else schemas)
-        branch.msgs.add(message)
         response = await invoke_model(
             branch,
             scope,
             model,
             message,
-            recorded=True,
+            recorded=False,
             tools=schemas if native else (),
             response_format=reply_class,
             options=options,
         )
-        requests = _record(branch, response)
+        requests = _record(branch, response, message)
         text = response.text
         invoked = bool(requests) and invoke_actions
         parsed: Any = None if reply_class is None else _try_parse(text, reply_class)
@@ -172,17 +173,16 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
             follow = _with_request(
                 Instruction(instruction=_FOLLOW_UP, sender=branch.user), reply_class, ()
             )
-            branch.msgs.add(follow)
             response = await invoke_model(
                 branch,
                 scope,
                 model,
                 follow,
-                recorded=True,
+                recorded=False,
                 response_format=reply_class,
                 options=options,
             )
-            record_response(branch, response)
+            record_response(branch, response, follow)
             text = response.text
             if reply_class is not None:
                 parsed = await parse(scope, text, reply_class)

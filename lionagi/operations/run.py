@@ -156,10 +156,13 @@ async def _stream_turn(
     events: bool,
 ) -> AsyncGenerator[_Item, None]:
     """The body of the turn: record and yield each message, one model call per round; with
-    ``events``, each message as a :class:`MessageCommitted` among the live events."""
+    ``events``, each message as a :class:`MessageCommitted` among the live events.
+
+    The instruction is committed (and yielded) together with the first message of the reply:
+    a turn whose model call fails or is cancelled before replying leaves no trace in history.
+    """
     model = model_for(scope, branch, chat_model)
-    branch.msgs.add(instruction)
-    yield MessageCommitted(instruction) if events else instruction
+    uncommitted: tuple[Message, ...] = (instruction,)
     native = model.supports_native_tools
     tools = branch.tools.schemas() if native and len(branch.tools) else ()
     tool_rounds = 0
@@ -169,7 +172,7 @@ async def _stream_turn(
         resume = session_id or branch._resume_ids.get(model.provider_name)
         check_usage_limits(branch, scope)
         chunks = model.stream(
-            request_messages(branch, scope),
+            request_messages(branch, scope, uncommitted),
             tools=tools,
             session_id=resume,
             on_retry=retry_hook(branch, scope),
@@ -183,7 +186,12 @@ async def _stream_turn(
                     if delta is not None:
                         yield delta
                 for message in segments.feed(chunk):
-                    branch.msgs.add(message)
+                    if uncommitted:  # the first reply: commit the instruction with it
+                        branch.msgs.extend([*uncommitted, message])
+                        uncommitted = ()
+                        yield MessageCommitted(instruction) if events else instruction
+                    else:
+                        branch.msgs.add(message)
                     if not events:
                         yield message
                     else:
@@ -200,6 +208,12 @@ async def _stream_turn(
             final = segments.final
             scope.context.record_usage(segments.usage, 1 if final is None else final.attempts)
         final = segments.final
+        if uncommitted and final is not None:  # the model replied with nothing at all
+            empty = AssistantResponse(content="", model=final.model, usage=final.usage)
+            branch.msgs.extend([*uncommitted, empty])
+            uncommitted = ()
+            yield MessageCommitted(instruction) if events else instruction
+            yield MessageCommitted(empty) if events else empty
         if final is not None and final.session_id:
             branch._resume_ids[model.provider_name] = final.session_id
         pending = segments.unanswered()

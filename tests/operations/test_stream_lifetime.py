@@ -92,7 +92,7 @@ async def test_break_then_call_from_the_same_task_is_its_own_turn() -> None:
     assert first != second
     q2 = [m for m in rec.messages() if getattr(m.message, "instruction", None) == "Q2"]
     assert [m.turn_id for m in q2] == [second]
-    assert _history(branch) == ["Q1", "Q2", "A:Q2"]
+    assert _history(branch) == ["Q1", "A:Q1", "Q2", "A:Q2"]  # Q1 committed with its reply
     assert model.most == 1
     _assert_turns_clean(rec)
     assert_idle(branch)
@@ -111,7 +111,7 @@ async def test_break_then_call_from_another_task_waits_for_the_abandoned_turn() 
             group.start_soon(other)
     assert results == ["A:Q2"]
     assert [kind for kind, _ in rec.lifecycle()] == ["RunStart", "RunEnd", "RunStart", "RunEnd"]
-    assert _history(branch) == ["Q1", "Q2", "A:Q2"]
+    assert _history(branch) == ["Q1", "A:Q1", "Q2", "A:Q2"]  # Q1 committed with its reply
     assert model.most == 1
     _assert_turns_clean(rec)
     assert_idle(branch)
@@ -136,7 +136,7 @@ async def test_break_with_a_queued_third_caller_keeps_call_order_and_no_overlap(
             del stream  # abandoned between items: nothing may join it any more
             order.append(str(await branch.communicate("Q2")))
     assert order == ["A:Q3", "A:Q2"]
-    assert _history(branch) == ["Q1", "Q3", "A:Q3", "Q2", "A:Q2"]
+    assert _history(branch) == ["Q1", "A:Q1", "Q3", "A:Q3", "Q2", "A:Q2"]
     assert model.most == 1
     assert len(rec.starts()) == 3
     _assert_turns_clean(rec)
@@ -158,7 +158,7 @@ async def test_dropped_stream_is_finalized_before_the_next_call(in_a_cycle: bool
         assert await branch.communicate("Q2") == "A:Q2"
     kinds = [kind for kind, _ in rec.lifecycle()]
     assert kinds == ["RunStart", "RunEnd", "RunStart", "RunEnd"]
-    assert _history(branch) == ["Q1", "Q2", "A:Q2"]
+    assert _history(branch) == ["Q1", "A:Q1", "Q2", "A:Q2"]  # Q1 committed with its reply
     assert model.most == 1
     _assert_turns_clean(rec)
     assert_idle(branch)

@@ -109,6 +109,9 @@ class Subject:
     reference: tuple[str, ...] | None = None
     #: the operation records a reply and its tool calls at once (False for streamed ``run``)
     atomic_replies: bool = True
+    #: the operation commits its instruction only with a reply (False for synthetic turn bodies
+    #: that record instructions themselves)
+    instruction_with_reply: bool = True
     #: also check that the history renders into a request strict providers accept
     wire: bool = False
 
@@ -194,12 +197,17 @@ def process_violations(processes: Sequence[Any]) -> list[str]:
 
 
 def history_violations(
-    added: Sequence[Message], reference: Sequence[str] | None, *, atomic_replies: bool = True
+    added: Sequence[Message],
+    reference: Sequence[str] | None,
+    *,
+    atomic_replies: bool = True,
+    instruction_with_reply: bool = True,
 ) -> list[str]:
     """Messages a cut-short turn appended are whole: a prefix of what a completed call appends,
     each tool result after its call, and (``atomic_replies``: operations that record a reply
     together with its tool calls) never cut between a reply and its tool calls. ``run`` commits
-    streamed text and each tool call as messages of their own, so it passes False."""
+    streamed text and each tool call as messages of their own, so it passes False. An
+    instruction is committed only together with its first reply, so it never ends the messages."""
     found: list[str] = []
     kinds = _kinds(added)
     if reference is not None:
@@ -213,6 +221,8 @@ def history_violations(
             and kinds[-1] in ("AssistantResponse", "ActionRequest")
         ):
             found.append(f"history cut inside an assistant reply's tool calls: {kinds}")
+    if instruction_with_reply and kinds and kinds[-1] == "Instruction":
+        found.append(f"an instruction was committed without a reply: {kinds}")
     requests: dict[str, ActionRequest] = {}
     answered: set[str] = set()
     for message in added:
@@ -443,7 +453,12 @@ async def _judge(
     reference = subject.reference
     if attempt.completed and reference is not None and _kinds(added) != tuple(reference):
         found.append(f"completed call appended {_kinds(added)}, expected {reference}")
-    found += history_violations(added, reference, atomic_replies=subject.atomic_replies)
+    found += history_violations(
+        added,
+        reference,
+        atomic_replies=subject.atomic_replies,
+        instruction_with_reply=subject.instruction_with_reply,
+    )
     if subject.wire:
         attempt.wire = wire_violations(branch.msgs)
     found += branch_violations(branch)

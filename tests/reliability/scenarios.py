@@ -164,6 +164,7 @@ async def driver_nested_work() -> Subject:
         recorder,
         lambda b: run_in_turn(b, model=None, invoke=body),
         check=_equals(["ok", "ok"]),
+        instruction_with_reply=False,
     )
 
 
@@ -184,7 +185,9 @@ async def driver_stream() -> Subject:
         async with aclosing(stream_in_turn(b, model=None, invoke=_counting_stream(b))) as items:
             return [item async for item in items]
 
-    return Subject(branch, recorder, consume, check=_equals([0, 1, 2]))
+    return Subject(
+        branch, recorder, consume, check=_equals([0, 1, 2]), instruction_with_reply=False
+    )
 
 
 async def driver_stream_closed_early() -> Subject:
@@ -197,7 +200,7 @@ async def driver_stream_closed_early() -> Subject:
                 return item
         raise AssertionError("the stream yielded nothing")
 
-    return Subject(branch, recorder, consume, check=_equals(0))
+    return Subject(branch, recorder, consume, check=_equals(0), instruction_with_reply=False)
 
 
 # -- tools and composed operations ----------------------------------------------------------------
