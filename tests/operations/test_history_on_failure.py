@@ -7,7 +7,7 @@ names what happened); what was committed after a reply stays, tool calls and res
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -48,7 +48,7 @@ def add(a: int, b: int) -> int:
 async def test_a_call_without_a_reply_commits_nothing(operation: str) -> None:
     error = AuthenticationError("bad key", provider="function", status=401)
     branch, recorder, _ = observed_branch(system="be brief", chat_model=failing(error), tools=[add])
-    ask = {
+    ask: Callable[[], Awaitable[Any]] = {
         "chat_and_record": lambda: branch.chat_and_record("q"),
         "communicate": lambda: branch.communicate("q"),
         "operate": lambda: branch.operate(instruction="q"),
