@@ -352,35 +352,13 @@ class ScenarioRun:
 
         await run_in_turn(self.branches[b], model=None, invoke=body, operation=label)
 
-    async def _nest_other(self, label: str, b: int) -> None:
-        if b + 1 >= len(self.branches):
-            return
-        inner = CallerSpec(
-            branch=b + 1,
-            stream=False,
-            items=1,
-            body_checkpoints=1,
-            fail_at=None,
-            delay=0,
-            cancel_after=None,
-            nest_same=False,
-            nest_other=False,
-            child=None,
-            break_after=None,
-            ending="aclose",
-            consumer_checkpoints=0,
-        )
-        # the inner turn's own outcome is checked under its own label
-        with contextlib.suppress(BodyError, LoopBreak, StopStream):
-            await self._call(f"{label}>b{b + 1}", inner)
-
-    async def _call_after_abandoning(self, label: str, b: int) -> None:
-        """The consumer of an abandoned stream calls its Branch again: a turn of its own."""
-        follow = CallerSpec(
+    async def _plain_call(self, label: str, b: int, body_checkpoints: int) -> None:
+        """A one-message coroutine turn on branch ``b``; its outcome is checked under ``label``."""
+        spec = CallerSpec(
             branch=b,
             stream=False,
             items=1,
-            body_checkpoints=0,
+            body_checkpoints=body_checkpoints,
             fail_at=None,
             delay=0,
             cancel_after=None,
@@ -392,7 +370,15 @@ class ScenarioRun:
             consumer_checkpoints=0,
         )
         with contextlib.suppress(BodyError, LoopBreak, StopStream):
-            await self._call(f"{label}+", follow)
+            await self._call(label, spec)
+
+    async def _nest_other(self, label: str, b: int) -> None:
+        if b + 1 < len(self.branches):
+            await self._plain_call(f"{label}>b{b + 1}", b + 1, body_checkpoints=1)
+
+    async def _call_after_abandoning(self, label: str, b: int) -> None:
+        """The consumer of an abandoned stream calls its Branch again: a turn of its own."""
+        await self._plain_call(f"{label}+", b, body_checkpoints=0)
 
     def _coroutine_body(
         self, label: str, spec: CallerSpec
