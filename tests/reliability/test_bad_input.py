@@ -521,13 +521,15 @@ def test_from_dict_of_non_mappings_is_a_configuration_error() -> None:
 _json_leaf = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)
 )
-_json_value = st.recursive(
-    _json_leaf,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
+
+
+def _json_containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    # A named function, not a lambda: hypothesis reads the extend function's source to check
+    # that it recurses, and a multi-line lambda's source is not always recoverable.
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+
+
+_json_value = st.recursive(_json_leaf, _json_containers, max_leaves=8)
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
