@@ -13,15 +13,12 @@ resumes that session.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import anyio
 
-from lionagi._textbuffer import TextBuffer
 from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations._prepare import (
     apply_context_providers,
@@ -45,21 +42,10 @@ from lionagi.protocols.messages import (
     AssistantResponse,
     Instruction,
     Message,
-    Reasoning,
-    Usage,
 )
-from lionagi.service.errors import ProtocolError
+from lionagi.service._segmenter import Segmenter
 from lionagi.service.imodel import iModel
-from lionagi.service.types import (
-    FinalChunk,
-    ModelResponse,
-    ReasoningEvent,
-    StreamChunk,
-    TextDelta,
-    ToolCallDelta,
-    ToolResultEvent,
-    UsageChunk,
-)
+from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta
 
 if TYPE_CHECKING:
     from lionagi.operations.params import RunParams
@@ -178,11 +164,11 @@ async def _stream_turn(
             on_retry=retry_hook(branch, scope),
             **options,
         )
-        segments = _Segmenter(model)
+        segments = Segmenter(model)
         try:
             async for chunk in chunks:
                 if events:
-                    delta = segments.delta(chunk)
+                    delta = _live_event(segments, chunk)
                     if delta is not None:
                         yield delta
                 for message in segments.feed(chunk):
@@ -262,195 +248,17 @@ def _not_run(request: ActionRequest, limit: int) -> ActionResponse:
     )
 
 
-@dataclass(slots=True)
-class _PendingCall:
-    """A tool call being assembled from deltas."""
-
-    id: str | None = None
-    name: str | None = None
-    arguments: list[str] = field(default_factory=list)
-    provider_fields: dict[str, Any] = field(default_factory=dict)
-
-
-class _Segmenter:
-    """Cuts one model call's chunks into the messages to commit, in stream order.
-
-    Text gathers until its segment ends (a complete text block, a tool call or result, or the
-    final chunk). Tool-call deltas gather until anything else arrives, since their argument
-    text comes in fragments; at the final chunk the provider's parsed calls are preferred.
-    Reasoning blocks ride on the next assistant message (an empty one before tool calls that
-    follow no text); a refusal on the last one.
-    """
-
-    __slots__ = (
-        "_answered",
-        "_calls",
-        "_model",
-        "_reasoning",
-        "_requests",
-        "_text",
-        "_texted",
-        "final",
-        "usage",
-    )
-
-    def __init__(self, model: iModel) -> None:
-        self._model = model
-        self._text = TextBuffer()  # one growing buffer: nothing kept per delta
-        self._texted = False  # some text of this call was committed
-        self._calls: dict[int, _PendingCall] = {}
-        self._requests: dict[str, ActionRequest] = {}  # committed this call, by call id
-        self._answered: set[str] = set()
-        self._reasoning: list[Reasoning] = []
-        self.final: ModelResponse | None = None
-        self.usage: Usage | None = None
-
-    def unanswered(self) -> list[ActionRequest]:
-        """Tool calls of this model call that no provider-side result answered, in order."""
-        return [r for call_id, r in self._requests.items() if call_id not in self._answered]
-
-    def delta(self, chunk: StreamChunk) -> TextDeltaEvent | ToolCallDeltaEvent | None:
-        """The live event for ``chunk``, taken before :meth:`feed`: its text or tool-call
-        piece, or the whole text of a final chunk from a provider that sent no text deltas
-        (the text :meth:`feed` will commit), or None."""
-        if isinstance(chunk, TextDelta):
-            return TextDeltaEvent(chunk.text) if chunk.text else None
-        if isinstance(chunk, ToolCallDelta):
-            return ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
-        if isinstance(chunk, FinalChunk):
-            text = self._unstreamed(chunk.response)
-            return TextDeltaEvent(text) if text else None
-        return None
-
-    def _unstreamed(self, response: ModelResponse) -> str:
-        """Text of a final response that no text delta carried."""
-        return "" if self._texted or self._text else response.text
-
-    def feed(self, chunk: StreamChunk) -> list[Message]:
-        if isinstance(chunk, TextDelta):
-            out = self._flush_calls(None)
-            self._text.write(chunk.text)
-            if chunk.complete:
-                out += self._flush_text(None)
-            return out
-        if isinstance(chunk, ToolCallDelta):
-            out = self._flush_text(None)
-            pending = self._calls.setdefault(chunk.index, _PendingCall())
-            pending.id = chunk.id or pending.id
-            pending.name = pending.name or chunk.name
-            if chunk.arguments:
-                pending.arguments.append(chunk.arguments)
-            if chunk.provider_fields:
-                pending.provider_fields.update(chunk.provider_fields)
-            return out
-        if isinstance(chunk, ReasoningEvent):
-            self._reasoning.append(chunk.reasoning)
-            return []
-        if isinstance(chunk, ToolResultEvent):
-            out = self._flush_text(None) + self._flush_calls(None)
-            request = self._requests.get(chunk.call_id)
-            if request is None:
-                raise self._protocol(
-                    f"a tool result for call {chunk.call_id!r} arrived before any tool call "
-                    "with that id"
-                )
-            self._answered.add(chunk.call_id)
-            out.append(
-                ActionResponse(
-                    request_id=request.id,
-                    call_id=request.call_id,
-                    function=request.function,
-                    output=chunk.output,
-                    is_error=chunk.is_error,
-                )
-            )
-            return out
-        if isinstance(chunk, UsageChunk):
-            self.usage = chunk.usage
-            return []
-        if isinstance(chunk, FinalChunk):
-            response = chunk.response
-            self.final = response
-            self.usage = response.usage
-            if text := self._unstreamed(response):
-                self._text.write(text)  # a provider that sent no text deltas
-            if not self._reasoning and not self._texted and response.reasoning:
-                self._reasoning.extend(response.reasoning)  # sent with no reasoning events
-            return self._flush_text(response) + self._flush_calls(response)
-        raise self._protocol(f"unexpected stream chunk {type(chunk).__name__}")
-
-    def _flush_text(self, final: ModelResponse | None, *, empty: bool = False) -> list[Message]:
-        """The gathered text as a message; ``empty``: one even without text, to carry
-        reasoning. At the final chunk, a refusal makes a message too."""
-        text = self._text.getvalue()
-        self._text.clear()
-        refusal = None if final is None else final.refusal
-        if not text and not refusal and not (empty and self._reasoning):
-            return []
-        self._texted = self._texted or bool(text)
-        extras: dict[str, Any] = {}
-        if self._reasoning:
-            extras["reasoning"] = tuple(self._reasoning)
-            self._reasoning.clear()
-        if final is None:
-            return [AssistantResponse(content=text, model=self._model.model, **extras)]
-        if refusal is not None:
-            extras["refusal"] = refusal
-        return [
-            AssistantResponse(
-                content=text, model=final.model or self._model.model, usage=final.usage, **extras
-            )
-        ]
-
-    def _flush_calls(self, final: ModelResponse | None) -> list[Message]:
-        parsed: dict[str, Any] = {}
-        if final is not None:  # a call without an id is known by its place, as in deltas
-            parsed = {call.id or f"call_{i}": call for i, call in enumerate(final.tool_calls)}
-        out: list[Message] = self._flush_text(None, empty=True) if self._calls or parsed else []
-        for index in sorted(self._calls):
-            pending = self._calls[index]
-            call_id = pending.id or f"call_{index}"
-            known = parsed.get(call_id)
-            fields = pending.provider_fields
-            if known is not None:
-                name, arguments = known.name, dict(known.arguments)
-                fields = dict(known.provider_fields) or fields
-            else:
-                name, arguments = self._assemble(call_id, pending)
-            out.append(self._request(call_id, name, arguments, fields))
-        self._calls.clear()
-        # calls of a provider that sent no tool-call deltas
-        out.extend(
-            self._request(call_id, call.name, dict(call.arguments), dict(call.provider_fields))
-            for call_id, call in parsed.items()
-            if call_id not in self._requests
-        )
-        return out
-
-    def _request(
-        self, call_id: str, name: str, arguments: dict[str, Any], fields: dict[str, Any]
-    ) -> ActionRequest:
-        if call_id in self._requests:
-            raise self._protocol(f"tool call id {call_id!r} was used twice in one reply")
-        extra = {"provider_fields": fields} if fields else {}
-        request = ActionRequest(call_id=call_id, function=name, arguments=arguments, **extra)
-        self._requests[call_id] = request
-        return request
-
-    def _assemble(self, call_id: str, pending: _PendingCall) -> tuple[str, dict[str, Any]]:
-        if not pending.name:
-            raise self._protocol(f"tool call {call_id!r} has no function name")
-        text = "".join(pending.arguments)
-        try:
-            arguments = json.loads(text) if text.strip() else {}
-        except ValueError:
-            arguments = None
-        if not isinstance(arguments, dict):
-            raise self._protocol(
-                f"tool call {pending.name!r} has arguments that are not a JSON object: "
-                f"{text[:200]!r}"
-            )
-        return pending.name, arguments
-
-    def _protocol(self, message: str) -> ProtocolError:
-        return ProtocolError(message, provider=self._model.provider_name, model=self._model.model)
+def _live_event(
+    segments: Segmenter, chunk: StreamChunk
+) -> TextDeltaEvent | ToolCallDeltaEvent | None:
+    """The live event for ``chunk``, taken before ``segments`` is fed it: its text or tool-call
+    piece, or the whole text of a final chunk from a provider that sent no text deltas (the
+    text the segmenter will commit), or None."""
+    if isinstance(chunk, TextDelta):
+        return TextDeltaEvent(chunk.text) if chunk.text else None
+    if isinstance(chunk, ToolCallDelta):
+        return ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
+    if isinstance(chunk, FinalChunk):
+        text = segments.unstreamed(chunk.response)
+        return TextDeltaEvent(text) if text else None
+    return None
