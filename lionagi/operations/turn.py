@@ -6,8 +6,9 @@ entry
 
 1. waits for the Branch's turn lock (FIFO; cancelling the wait leaves no trace),
 2. creates the :class:`TurnExecutionContext`, points the Branch at it and binds it task-locally,
-3. runs the body inside an anyio task group that owns the turn's nested work and its
-   message-signal deliveries, emitting ``RunStart`` first,
+3. runs the body inside an anyio task group that owns the turn's nested work, emitting
+   ``RunStart`` first; message signals raised in the turn are queued on its context and
+   delivered by the turn's own tasks at control points and step ends,
 4. finalizes inside a shielded cancel scope: phase "finalizing", cancel and await unfinished
    nested work, drain message signals, emit exactly one ``RunEnd``/``RunFailed``, publish the
    context report, phase "closed", clear the pointer, reset the binding, release the lock.
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
     from lionagi.protocols.messages import Message
     from lionagi.service.imodel import iModel
     from lionagi.session.branch import Branch
-    from lionagi.session.observer import Observer
 
 __all__ = [
     "DriverState",
@@ -300,60 +300,72 @@ async def _join_all(work: set[NestedWork]) -> None:
 
 # -- message signals (ADR D3) ----------------------------------------------------------------
 def schedule_message_signal(branch: Branch, message: Message) -> None:
-    """Tell observers about ``message``: as a child of the live turn, or detached best-effort.
+    """Tell observers about ``message``: queued on the live turn, or detached best-effort.
 
     In a live turn (the task-local binding and the Branch pointer agree, the turn is not closed
-    and a step of it is open, including while its nested work shuts down) the delivery task
-    joins that step's task group, is shielded from cancellation, waits for the previous message
-    signal of the turn (observers see messages in order) and is drained before the terminal
-    signal. Without a live turn the delivery is detached and never adopted by a later turn.
-    Nothing is scheduled without an interested observer or event loop.
+    and a step of it is open, including while its nested work shuts down) the signal joins the
+    turn's queue. The turn's own tasks deliver that queue in order, shielded from cancellation,
+    at its next control point or at the end of the step, and always before the terminal signal;
+    no task is started per message. Without a live turn the delivery is detached and never
+    adopted by a later turn. Nothing is queued without an interested observer or event loop.
+    Does not checkpoint.
     """
     observer = branch._observer
     if observer is None or not observer.wants(MessageAdded):
         return
     context = branch._active_turn_context
     binding = _active_turn_var.get()
-    step = None
     if (
         context is not None
         and context.phase != "closed"
         and binding is not None
         and binding.branch_id == branch.id
         and binding.scope.context is context
+        and _open_step(context) is not None
     ):
-        step = _open_step(context)
-    if step is not None:
-        assert context is not None
         signal = MessageAdded(branch_id=branch.id, message=message, turn_id=context.turn_id)
-        previous = context.last_signal
-        context.last_signal = step.group.start_soon(
-            _deliver_in_turn, context, previous, observer, signal, name="message-signal"
-        )
+        context.pending_signals.append((observer, signal))
         return
     spawn_detached(observer.emit, MessageAdded(branch_id=branch.id, message=message))
 
 
-async def _deliver_in_turn(
-    context: TurnExecutionContext,
-    previous: anyio.TaskHandle[None] | None,
-    observer: Observer,
-    signal: MessageAdded,
-) -> None:
-    _delivering_var.set(True)
-    try:
-        with anyio.CancelScope(shield=True):
-            if previous is not None:
-                await previous.wait()
-            await observer.emit(signal)
-    except Exception:  # emit contains handler errors; this guards the step's task group
-        logger.exception("message signal delivery failed in turn %s", context.turn_id)
-
-
 async def _drain_signals(context: TurnExecutionContext) -> None:
+    """Deliver the turn's queued message signals from the calling task, in order, shielded.
+
+    One task delivers at a time; another task of the turn that needs the queue empty waits for
+    it. A handler's own calls (``_delivering_var`` is set while it runs) return at once: the
+    queue they would wait for includes the delivery running them, which goes on to deliver
+    whatever they queue.
+    """
     while context.signals_pending:
-        assert context.last_signal is not None
-        await context.last_signal.wait()
+        if _delivering_var.get():
+            return
+        with anyio.CancelScope(shield=True):
+            if context.delivering:  # another task of the turn is delivering: wait for it
+                if context.delivered is None:
+                    context.delivered = anyio.Event()
+                await context.delivered.wait()
+                continue
+            await _deliver_queued(context)
+
+
+async def _deliver_queued(context: TurnExecutionContext) -> None:
+    context.delivering = True
+    token = _delivering_var.set(True)
+    try:
+        pending = context.pending_signals
+        while pending:
+            observer, signal = pending.popleft()
+            try:
+                await observer.emit(signal)
+            except Exception:  # emit contains handler errors; guard the turn anyway
+                logger.exception("message signal delivery failed in turn %s", context.turn_id)
+    finally:
+        _delivering_var.reset(token)
+        context.delivering = False
+        delivered, context.delivered = context.delivered, None
+        if delivered is not None:
+            delivered.set()
 
 
 async def control_point(scope: TurnScope) -> None:
@@ -361,10 +373,11 @@ async def control_point(scope: TurnScope) -> None:
     tool batch): deliver the turn's pending message signals first, so a directive an observer
     issues on one of them is seen here, then apply the pending directive (:func:`check_control`).
 
-    From an observer handler (a message-signal delivery) the pending signals are not awaited:
-    they include the delivery running the handler.
+    Delivering checkpoints only inside async handlers, shielded from cancellation; from an
+    observer handler (a message-signal delivery) the pending signals are not awaited: they
+    include the delivery running the handler.
     """
-    if scope.context.signals_pending and not _delivering_var.get():
+    if scope.context.signals_pending:
         await _drain_signals(scope.context)
     check_control(scope)
 
@@ -405,12 +418,13 @@ async def _in_step_group(
                     context.phase = "finalizing"
                 # the owner's step ends all nested work of the turn; a joined call ends its own
                 pending: set[Any] = context.nested_tasks if owner else step.started
-                if pending or context.signals_pending:  # skip the shielded scope when idle
+                if pending:  # skip the shielded scope when idle
                     mine = () if owner else tuple(step.started)
                     with anyio.CancelScope(shield=True):
                         await _cancel_and_join(pending)
                         context.nested_tasks.difference_update(mine)
-                        await _drain_signals(context)
+                if context.signals_pending:
+                    await _drain_signals(context)
             finally:
                 _active_turn_var.reset(token)
                 if traced is not None:  # a joined call's failure is not the turn's
@@ -608,7 +622,7 @@ class _Turn:
         branch = self.branch
         branch._last_context_report = context.provider_report
         context.phase = "closed"
-        context.last_signal = None
+        context.pending_signals.clear()
         context.consumer = None
         context.stream_body = None
         if branch._active_turn_context is context:

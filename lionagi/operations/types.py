@@ -8,6 +8,7 @@ bodies get: the shared context plus whether this entry owns the lifecycle.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from lionagi.service.imodel import iModel
     from lionagi.session.control import LoopControl
     from lionagi.session.logs import LogManager
+    from lionagi.session.observer import Observer
+    from lionagi.session.signal import MessageAdded
 
 __all__ = ["NestedWork", "TaskHandle", "TurnExecutionContext", "TurnPhase", "TurnScope"]
 
@@ -100,9 +103,10 @@ class TaskHandle:
 class TurnExecutionContext:
     """Mutable runtime state of one top-level turn (ADR-0018 D1).
 
-    ``signal_tasks`` of the ADR is kept as the tail of the turn's message-signal chain
-    (``last_signal``): each delivery waits for the previous one, so the tail finishing means
-    every earlier delivery has finished.
+    ``signal_tasks`` of the ADR is kept as a queue of the turn's undelivered message signals
+    (``pending_signals``): the turn's own tasks deliver them in order, one task at a time, at
+    control points and at the end of each step (``lionagi.operations.turn``), so no task is
+    started per message.
     """
 
     turn_id: UUID
@@ -121,8 +125,12 @@ class TurnExecutionContext:
     operation: str | None = None
     # the task group of the owner's running step; None between the steps of a stream turn
     step_group: StepGroup | None = field(default=None, repr=False)
-    # the newest in-turn message-signal delivery: the next one waits for it (observer order)
-    last_signal: anyio.TaskHandle[None] | None = field(default=None, repr=False)
+    # message signals raised in the turn and not delivered yet, in recording order; True while
+    # a task of the turn delivers them, and the event another task waiting for that delivery
+    # waits on
+    pending_signals: deque[tuple[Observer, MessageAdded]] = field(default_factory=deque, repr=False)
+    delivering: bool = field(default=False, repr=False)
+    delivered: anyio.Event | None = field(default=None, repr=False)
     # for a stream turn: who may join the turn between items (see lionagi.operations.turn), and
     # the body's iterator, kept reachable from the Branch so a dropped stream object cannot
     # take the body down with it before the turn has closed it
@@ -142,12 +150,8 @@ class TurnExecutionContext:
 
     @property
     def signals_pending(self) -> bool:
-        """Whether a message signal of this turn is still being delivered."""
-        last = self.last_signal
-        return last is not None and last.status in (
-            anyio.TaskHandle.Status.PENDING,
-            anyio.TaskHandle.Status.CANCELLING,
-        )
+        """Whether a message signal of this turn is queued or being delivered."""
+        return self.delivering or bool(self.pending_signals)
 
 
 @dataclass(frozen=True, slots=True)

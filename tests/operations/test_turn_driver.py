@@ -13,6 +13,7 @@ from anyio.lowlevel import checkpoint
 from lionagi.operations.turn import (
     TurnFinalizingError,
     _active_turn_var,
+    control_point,
     run_in_turn,
     stream_in_turn,
 )
@@ -449,6 +450,72 @@ async def test_message_signals_are_not_cancelled_when_the_turn_is() -> None:
             cs.cancel()
     assert delivered == ["delivered"]
     assert rec.kinds() == ["RunStart", "MessageAdded", "RunFailed"]
+
+
+async def test_message_signals_are_delivered_by_the_turns_own_task() -> None:
+    """No task is started per message: the task running the turn delivers its queued signals,
+    at a control point and at the end of the step."""
+    branch, rec, session = observed_branch()
+    delivered_by: list[int] = []
+    session.observe(MessageAdded, lambda s, _: delivered_by.append(anyio.get_current_task().id))
+
+    async def body(scope: TurnScope) -> int:
+        for i in range(3):
+            branch.msgs.add(Instruction(instruction=f"m{i}"))
+        await control_point(scope)
+        assert len(delivered_by) == 3
+        branch.msgs.add(Instruction(instruction="late"))
+        return anyio.get_current_task().id
+
+    owner = await run_in_turn(branch, model=None, invoke=body)
+    assert delivered_by == [owner] * 4
+    assert rec.kinds() == ["RunStart"] + ["MessageAdded"] * 4 + ["RunEnd"]
+
+
+async def test_a_task_of_the_turn_waits_for_the_delivery_another_task_is_making() -> None:
+    """A control point reached while a nested task delivers the turn's queue waits until that
+    delivery is done (the nested task delivers what was queued meanwhile, in order)."""
+    branch, _, session = observed_branch()
+    entered, gate = anyio.Event(), anyio.Event()
+    events: list[str] = []
+
+    async def slow(signal: MessageAdded, _: Any) -> None:
+        text = signal.message.instruction  # type: ignore[attr-defined]
+        events.append(f"start {text}")
+        entered.set()
+        await gate.wait()
+        events.append(f"end {text}")
+
+    session.observe(MessageAdded, slow)
+
+    async def child(scope: TurnScope) -> None:
+        branch.msgs.add(Instruction(instruction="child"))
+        await control_point(scope)
+
+    async def release() -> None:
+        for _ in range(5):
+            await checkpoint()
+        events.append("released")
+        gate.set()
+
+    async def body(scope: TurnScope) -> None:
+        scope.start_soon(child, scope)
+        await entered.wait()
+        branch.msgs.add(Instruction(instruction="owner"))
+        scope.start_soon(release)
+        await control_point(scope)
+        events.append("owner passed its control point")
+
+    await run_in_turn(branch, model=None, invoke=body)
+    assert events == [
+        "start child",
+        "released",
+        "end child",
+        "start owner",
+        "end owner",
+        "owner passed its control point",
+    ]
+    assert_idle(branch)
 
 
 async def test_out_of_turn_messages_are_delivered_but_never_drained_by_a_turn() -> None:
