@@ -33,6 +33,8 @@ from lionagi.ln import alcall, bcall
 from lionagi.operations.builder import Builder, ExpansionStrategy, OperationGraphBuilder
 from lionagi.operations.events import (
     MessageCommitted,
+    PartialObjectEvent,
+    ResultEvent,
     StreamEvent,
     TextDeltaEvent,
     ToolCallDeltaEvent,
@@ -152,6 +154,7 @@ __all__ = [
     "OperationGraphBuilder",
     "OperationNode",
     "ParseError",
+    "PartialObjectEvent",
     "ProtocolError",
     "ProviderConnectionError",
     "ProviderError",
@@ -162,6 +165,7 @@ __all__ = [
     "RateLimitQueueFull",
     "Reasoning",
     "ResultCondition",
+    "ResultEvent",
     "RetryPolicy",
     "RunEnd",
     "RunFailed",

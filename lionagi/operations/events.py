@@ -7,7 +7,10 @@ interleaved, in the order they arrived:
 - :class:`ToolCallDeltaEvent` -- a piece of a tool call (its id and name once, then fragments
   of its JSON argument text);
 - :class:`ToolStarted` / :class:`ToolFinished` -- a tool call began running / its result is in;
-- :class:`MessageCommitted` -- a message was recorded in the history (the item ``run`` yields).
+- :class:`MessageCommitted` -- a message was recorded in the history (the item ``run`` yields);
+- :class:`PartialObjectEvent` -- a structured reply so far, parsed from its partial JSON text
+  (:meth:`Branch.operate_stream` and ``ReActStream(events=True)``);
+- :class:`ResultEvent` -- what the operation returns (last), or what a ReAct round returned.
 
 The deltas of a reply come before its message is committed, and an assistant reply's committed
 text is exactly the concatenation of the text deltas since the previous committed message. A
@@ -24,12 +27,16 @@ whole messages only. The classes are frozen dataclasses, so they work with ``mat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
+
+from pydantic import BaseModel
 
 from lionagi.protocols.messages import ActionRequest, ActionResponse, Message
 
 __all__ = [
     "MessageCommitted",
+    "PartialObjectEvent",
+    "ResultEvent",
     "StreamEvent",
     "TextDeltaEvent",
     "ToolCallDeltaEvent",
@@ -80,6 +87,37 @@ class MessageCommitted:
     message: Message
 
 
+@dataclass(frozen=True, slots=True)
+class PartialObjectEvent:
+    """A structured reply as far as it has arrived, after a text delta that changed it.
+
+    ``data`` is the JSON object parsed from the reply text so far (an unfinished string value
+    is kept as far as it goes). ``parsed`` is ``data`` validated into the requested model by
+    pydantic's partial validation, or None while the object is not valid yet (a required field
+    still missing). The committed reply is parsed and validated as a whole, as without
+    streaming; a partial object is only a preview of it.
+    """
+
+    data: dict[str, Any]
+    parsed: BaseModel | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResultEvent:
+    """What the operation returns (``final``: the last event of the stream), or what one round
+    of a ReAct stream returned (its :class:`~lionagi.operations.react.ReActAnalysis`, not
+    ``final``)."""
+
+    value: Any
+    final: bool = True
+
+
 StreamEvent: TypeAlias = (
-    TextDeltaEvent | ToolCallDeltaEvent | ToolStarted | ToolFinished | MessageCommitted
+    TextDeltaEvent
+    | ToolCallDeltaEvent
+    | ToolStarted
+    | ToolFinished
+    | MessageCommitted
+    | PartialObjectEvent
+    | ResultEvent
 )

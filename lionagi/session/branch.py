@@ -23,6 +23,7 @@ from lionagi.operations import act as _act
 from lionagi.operations import chat as _chat
 from lionagi.operations import communicate as _communicate
 from lionagi.operations import interpret as _interpret
+from lionagi.operations import live as _live
 from lionagi.operations import operate as _operate
 from lionagi.operations import parse as _parse
 from lionagi.operations import react as _react
@@ -429,6 +430,16 @@ class Branch:
         :func:`lionagi.operations.operate.operate`)."""
         return await _operate.operate(self, bind(OperateParams, locals()))
 
+    @_live.same_parameters(operate)
+    def operate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
+        """:meth:`operate` as live events, one stream turn; same parameters. Deltas, the
+        structured reply so far, tools started and finished, each committed message, and last a
+        :class:`~lionagi.operations.events.ResultEvent` holding what ``operate`` returns (see
+        :func:`lionagi.operations.live.operate_stream`)."""
+        return _live.operate_stream(
+            self, bind(OperateParams, arguments, operation="operate_stream")
+        )
+
     @overload
     async def act(
         self,
@@ -508,11 +519,19 @@ class Branch:
         action_strategy: ActionStrategy = "concurrent",
         max_parse_retries: int = 3,
         verbose: bool = False,
+        events: bool = False,
         **options: Unpack[ModelOptions],
     ) -> TurnStream[Any]:
         """Like :meth:`ReAct`, yielding each round's analysis then the final answer, as one
-        stream turn (see :func:`lionagi.operations.react.ReActStream`)."""
-        params = bind(ReActParams, {**locals(), "return_analysis": False}, operation="ReActStream")
+        stream turn (see :func:`lionagi.operations.react.ReActStream`). With ``events=True``
+        it yields live events instead: every model call streamed, tools started and finished,
+        each committed message, and each round's analysis and the answer as a
+        :class:`~lionagi.operations.events.ResultEvent` (see
+        :func:`lionagi.operations.live.react_events`)."""
+        arguments = {k: v for k, v in locals().items() if k != "events"}
+        params = bind(ReActParams, {**arguments, "return_analysis": False}, operation="ReActStream")
+        if events:
+            return _live.react_events(self, params)
         return _react.ReActStream(self, params)
 
     def run(

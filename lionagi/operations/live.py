@@ -1,0 +1,549 @@
+"""Live forms of ``operate`` and ``ReAct``: the same turns, handed out as events as they happen.
+
+:func:`operate_stream` is :func:`~lionagi.operations.operate.operate`'s turn and
+:func:`react_events` is :func:`~lionagi.operations.react.ReActStream`'s, each streaming its
+model calls: reply text and tool-call deltas as they arrive, the structured reply so far as a
+:class:`~lionagi.operations.events.PartialObjectEvent` after each text delta that changed it,
+tools started and finished, every message as it is committed, and what the operation returns
+as a :class:`~lionagi.operations.events.ResultEvent`. The committed messages and the result are
+those of the plain operation given the same replies.
+
+Each event is one step of a stream turn: the model stream is pulled one chunk per event, so a
+slow consumer slows the model; closing the stream closes the model's transport at once and
+commits no part of an unfinished reply.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+
+import anyio
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import from_json
+
+from lionagi.operations._model_call import check_usage_limits, retry_hook
+from lionagi.operations._prepare import (
+    apply_context_providers,
+    build_instruction,
+    model_for,
+    request_messages,
+)
+from lionagi.operations.act import act_batch
+from lionagi.operations.chat import record_response
+from lionagi.operations.events import (
+    MessageCommitted,
+    PartialObjectEvent,
+    ResultEvent,
+    StreamEvent,
+    TextDeltaEvent,
+    ToolCallDeltaEvent,
+    ToolFinished,
+    ToolStarted,
+)
+from lionagi.operations.fields import with_fields
+from lionagi.operations.operate import (
+    _FOLLOW_UP,
+    _json_requests,
+    _missing_answer,
+    _try_parse,
+    _with_request,
+)
+from lionagi.operations.params import OperateParams, bind
+from lionagi.operations.parse import parse_in_scope
+from lionagi.operations.react import (
+    _FINAL,
+    ReActAnalysis,
+    _check,
+    _extension_prompt,
+    _report,
+)
+from lionagi.operations.results import build_result, check_format, reply_model
+from lionagi.operations.turn import TurnStream, control_point, stream_in_turn
+from lionagi.protocols.messages import ActionRequest, ActionResponse, Instruction
+from lionagi.service.errors import ProtocolError
+from lionagi.service.types import FinalChunk, ModelResponse, TextDelta, ToolCallDelta
+
+if TYPE_CHECKING:
+    from lionagi.operations.params import ReActParams
+    from lionagi.operations.types import TurnScope
+    from lionagi.service.imodel import iModel
+    from lionagi.session.branch import Branch
+
+__all__ = ["operate_stream", "react_events", "same_parameters"]
+
+logger = logging.getLogger("lionagi.live")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def same_parameters(
+    of: Callable[Concatenate[Any, P], Any],
+) -> Callable[[Callable[[Any, dict[str, Any]], R]], Callable[Concatenate[Any, P], R]]:
+    """Give a method ``of``'s parameters: the one declared signature serves both.
+
+    The decorated function receives the call's arguments bound to ``of``'s signature with its
+    defaults applied, shaped as ``of``'s ``locals()`` (``self`` and ``options`` included), which
+    is what :func:`~lionagi.operations.params.bind` takes.
+    """
+    signature = inspect.signature(of)
+
+    def decorate(fn: Callable[[Any, dict[str, Any]], R]) -> Callable[Concatenate[Any, P], R]:
+        @functools.wraps(fn)
+        def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            return fn(self, dict(bound.arguments))
+
+        returns = inspect.signature(fn).return_annotation
+        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=returns
+        )
+        return method
+
+    return decorate
+
+
+# -- one streamed model call ----------------------------------------------------------------
+@functools.lru_cache(maxsize=128)
+def _adapter(model: type[BaseModel]) -> TypeAdapter[BaseModel]:
+    return TypeAdapter(model)
+
+
+class _PartialReply:
+    """The reply text so far, parsed as partial JSON after each piece (None: no change)."""
+
+    __slots__ = ("_last", "_model", "_pieces")
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self._model = model
+        self._pieces: list[str] = []
+        self._last: dict[str, Any] | None = None
+
+    def add(self, piece: str) -> PartialObjectEvent | None:
+        self._pieces.append(piece)
+        text = "".join(self._pieces)
+        start = text.find("{")  # after a code fence or a word of prose, if any
+        if start < 0:
+            return None
+        text = text[start:]
+        try:
+            data = from_json(text, allow_partial="trailing-strings")
+        except ValueError:  # prose after the object, a closing fence: the object is whole
+            return None
+        if not isinstance(data, dict) or data == self._last:
+            return None
+        self._last = data
+        try:
+            parsed = _adapter(self._model).validate_json(
+                text, experimental_allow_partial="trailing-strings"
+            )
+        except ValidationError:
+            parsed = None
+        return PartialObjectEvent(data, parsed)
+
+
+class _ModelCall:
+    """One model call of a live turn, streamed: :meth:`events` hands out its deltas, then
+    ``response`` holds the whole reply (nothing is recorded here)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self) -> None:
+        self.response: ModelResponse | None = None
+
+    async def events(
+        self,
+        branch: Branch,
+        scope: TurnScope,
+        model: iModel,
+        instruction: Instruction,
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        response_format: type[BaseModel] | Mapping[str, Any] | None,
+        partial: type[BaseModel] | None,
+        options: Mapping[str, Any],
+    ) -> AsyncGenerator[StreamEvent, None]:
+        await control_point(scope)
+        await apply_context_providers(branch, instruction, scope)
+        check_usage_limits(branch, scope)
+        chunks = model.stream(
+            request_messages(branch, scope, (instruction,)),
+            tools=tools,
+            response_format=response_format,
+            on_retry=retry_hook(branch, scope),
+            **options,
+        )
+        preview = None if partial is None else _PartialReply(partial)
+        texted = False
+        try:
+            async for chunk in chunks:
+                if isinstance(chunk, TextDelta | FinalChunk):
+                    if isinstance(chunk, TextDelta):
+                        text = chunk.text
+                    else:  # a provider that sent no text deltas: its text as one
+                        self.response = chunk.response
+                        text = "" if texted else chunk.response.text
+                    if text:
+                        texted = True
+                        yield TextDeltaEvent(text)
+                        if preview is not None and (event := preview.add(text)) is not None:
+                            yield event
+                elif isinstance(chunk, ToolCallDelta):
+                    yield ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
+                await control_point(scope)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _aclose(chunks)
+        response = self.response
+        if response is None:
+            raise ProtocolError(
+                "the model stream ended without its final reply",
+                provider=model.provider_name,
+                model=model.model,
+            )
+        scope.context.record_usage(response.usage, response.attempts)
+
+
+async def _aclose(chunks: AsyncIterator[Any]) -> None:
+    close = getattr(chunks, "aclose", None)
+    if close is None:
+        return
+    try:
+        await close()
+    except Exception:  # ADR-0018 D4: an error from closing is logged, never raised
+        logger.exception("closing a model stream failed")
+
+
+def _committed(branch: Branch, since: int) -> list[StreamEvent]:
+    """Events for the messages committed since the history held ``since``: each one, and for a
+    tool result its :class:`ToolFinished` after it."""
+    out: list[StreamEvent] = []
+    for message in branch.msgs[since:]:
+        out.append(MessageCommitted(message))
+        if isinstance(message, ActionResponse):
+            out.append(ToolFinished(message))
+    return out
+
+
+async def _ask(
+    branch: Branch,
+    scope: TurnScope,
+    model: iModel,
+    instruction: Instruction,
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    reply_class: type[BaseModel] | None,
+    options: Mapping[str, Any],
+    response: list[ModelResponse],
+) -> AsyncGenerator[StreamEvent, None]:
+    """Stream one model call and commit the instruction with its reply; the reply goes into
+    ``response``."""
+    call = _ModelCall()
+    async with aclosing(
+        call.events(
+            branch,
+            scope,
+            model,
+            instruction,
+            tools=tools,
+            response_format=reply_class,
+            partial=reply_class,
+            options=options,
+        )
+    ) as events:
+        async for event in events:
+            yield event
+    assert call.response is not None
+    since = len(branch.msgs)
+    record_response(branch, call.response, instruction)  # committed together with its reply
+    for event in _committed(branch, since):
+        yield event
+    response.append(call.response)
+
+
+# -- operate ----------------------------------------------------------------------------------
+def operate_stream(branch: Branch, params: OperateParams) -> TurnStream[StreamEvent]:
+    """:func:`~lionagi.operations.operate.operate` as live events, one stream turn.
+
+    Events come in this order: the reply's text and tool-call deltas, with a
+    :class:`PartialObjectEvent` after each text delta that changed the structured reply; the
+    instruction and the reply committed (with its tool calls); the tools the model asked for,
+    each as :class:`ToolStarted`, then, as the batch ends, each result committed and its
+    :class:`ToolFinished`; the follow-up call (when native tool calls left the answer missing)
+    streamed the same way; last, :class:`ResultEvent` holding what ``operate`` returns.
+
+    Differences from ``operate``: tool calls of the JSON protocol (a model without native tools)
+    are committed as soon as the reply is parsed, so they are in the history when they start.
+    Reformatting by the parse model is not streamed. Same lifetime contract as
+    :meth:`Branch.run`: read it in ``async with``; closing it mid-reply closes the provider
+    stream at once and commits nothing of that reply.
+    """
+    fmt = params.response_format
+    if params.field_models:
+        fmt = with_fields(fmt, params.field_models, "operate_stream")
+    check_format(fmt)
+    names = branch.tools.offered(
+        params.tools, params.actions, owner=f"Branch {branch.name or branch.id}"
+    )
+    base = build_instruction(
+        params.instruction,
+        guidance=params.guidance,
+        context=params.context,
+        images=params.images,
+        sender=branch.user,
+    )
+
+    def invoke(scope: TurnScope) -> AsyncIterator[StreamEvent]:
+        return _operate_events(branch, scope, params, fmt, names, base)
+
+    return stream_in_turn(
+        branch, model=params.chat_model, invoke=invoke, operation="operate_stream"
+    )
+
+
+async def _operate_events(
+    branch: Branch,
+    scope: TurnScope,
+    params: OperateParams,
+    fmt: type[BaseModel] | None,
+    names: Sequence[str] | None,
+    base: Instruction,
+) -> AsyncGenerator[StreamEvent, None]:
+    """The body of :func:`operate_stream` (and of a ReAct round): ``operate``'s steps with each
+    model call streamed and each commit handed out."""
+    model = model_for(scope, branch, params.chat_model)
+    native = model.supports_native_tools
+    schemas = branch.tools.schemas(names) if names else ()
+    reply_class = reply_model(fmt, params.reason, bool(schemas) and not native)
+    message = _with_request(base, reply_class, () if native else schemas)
+    options = params.request_options
+    replies: list[ModelResponse] = []
+    async with aclosing(
+        _ask(
+            branch,
+            scope,
+            model,
+            message,
+            tools=schemas if native else (),
+            reply_class=reply_class,
+            options=options,
+            response=replies,
+        )
+    ) as events:
+        async for event in events:
+            yield event
+    response = replies[0]
+    count = len(response.tool_calls)
+    recorded = branch.msgs[len(branch.msgs) - count :] if count else []
+    requests = [m for m in recorded if isinstance(m, ActionRequest)]
+    text = response.text
+    invoke_actions = params.invoke_actions
+    invoked = bool(requests) and invoke_actions
+    parsed: Any = None if reply_class is None else _try_parse(text, reply_class)
+    if parsed is None and reply_class is not None and not invoked:
+        if requests and not text.strip() and fmt is not None:
+            yield ResultEvent(_missing_answer(fmt, params.handle_validation, text))
+            return
+        parsed = await _parse(branch, scope, params, fmt, text, reply_class)
+        if not isinstance(parsed, BaseModel) and fmt is not None:
+            yield ResultEvent(parsed)  # handle_validation chose the text or None
+            return
+    if isinstance(parsed, BaseModel):
+        since = len(branch.msgs)
+        requests += _json_requests(branch, parsed, record=True)  # in history when they start
+        for event in _committed(branch, since):
+            yield event
+    responses: list[ActionResponse] = []
+    if requests and invoke_actions:
+        await control_point(scope)
+        for request in requests:
+            yield ToolStarted(request)
+        since = len(branch.msgs)
+        responses = await act_batch(branch, requests, strategy=params.action_strategy)
+        for event in _committed(branch, since):
+            yield event
+    missing = parsed is None if reply_class is not None else not text.strip()
+    if missing and invoked:  # the tool results are recorded: ask for the answer once
+        follow = _with_request(
+            Instruction(instruction=_FOLLOW_UP, sender=branch.user), reply_class, ()
+        )
+        async with aclosing(
+            _ask(
+                branch,
+                scope,
+                model,
+                follow,
+                reply_class=reply_class,
+                options=options,
+                response=replies,
+            )
+        ) as events:
+            async for event in events:
+                yield event
+        text = replies[-1].text
+        if reply_class is not None:
+            parsed = await _parse(branch, scope, params, fmt, text, reply_class)
+            if not isinstance(parsed, BaseModel) and fmt is not None:
+                yield ResultEvent(parsed)
+                return
+    yield ResultEvent(build_result(fmt, parsed, text, requests, responses))
+
+
+async def _parse(
+    branch: Branch,
+    scope: TurnScope,
+    params: OperateParams,
+    fmt: type[BaseModel] | None,
+    text: str,
+    reply_class: type[BaseModel],
+) -> Any:
+    if fmt is None:
+        return _try_parse(text, reply_class)  # the caller asked for text
+    return await parse_in_scope(
+        branch,
+        scope,
+        text,
+        reply_class,
+        max_retries=params.max_parse_retries,
+        handle_validation=params.handle_validation,
+        parse_model=params.parse_model,
+    )
+
+
+# -- ReAct ------------------------------------------------------------------------------------
+def react_events(branch: Branch, params: ReActParams) -> TurnStream[StreamEvent]:
+    """:func:`~lionagi.operations.react.ReActStream` as live events, one stream turn.
+
+    Each round is a streamed ``operate`` (see :func:`operate_stream`) whose analysis comes as a
+    :class:`ResultEvent` with ``final=False``; the final answer is streamed the same way and
+    comes last as a ``final`` :class:`ResultEvent`. Control, limits and lifetime as
+    ``ReActStream``.
+    """
+    _check(branch, params)
+
+    def invoke(scope: TurnScope) -> AsyncIterator[StreamEvent]:
+        return _react_rounds(branch, scope, params)
+
+    return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation="ReActStream")
+
+
+def _operate_defaults(branch: Branch) -> Mapping[str, Any]:
+    """``Branch.operate``'s defaults (its one declared signature), without ``options``."""
+    parameters = inspect.signature(type(branch).operate).parameters
+    return {name: p.default for name, p in parameters.items() if name not in ("self", "options")}
+
+
+def _round_params(branch: Branch, params: ReActParams, **given: Any) -> OperateParams:
+    """A ReAct round's ``operate`` parameters, as ``ReAct`` passes them to ``branch.operate``."""
+    arguments = {
+        **_operate_defaults(branch),
+        "response_format": ReActAnalysis,
+        "tools": params.tools,
+        "actions": True,
+        "reason": True,
+        "chat_model": params.chat_model,
+        "parse_model": params.parse_model,
+        "action_strategy": params.action_strategy,
+        "max_parse_retries": params.max_parse_retries,
+        "options": dict(params.options),
+        **given,
+    }
+    return bind(OperateParams, arguments, operation="ReActStream")
+
+
+async def _round(
+    branch: Branch, scope: TurnScope, react: ReActParams, params: OperateParams, number: int
+) -> AsyncGenerator[StreamEvent, None]:
+    """One ReAct round; its analysis comes as a ResultEvent that is not final."""
+    base = build_instruction(
+        params.instruction,
+        guidance=params.guidance,
+        context=params.context,
+        sender=branch.user,
+    )
+    names = branch.tools.offered(params.tools, True, owner=f"Branch {branch.name or branch.id}")
+    async with aclosing(
+        _operate_events(branch, scope, params, ReActAnalysis, names, base)
+    ) as events:
+        async for event in events:
+            if isinstance(event, ResultEvent):
+                _report(react, event.value, number)
+                yield ResultEvent(event.value, final=False)
+            else:
+                yield event
+
+
+async def _react_rounds(
+    branch: Branch, scope: TurnScope, params: ReActParams
+) -> AsyncGenerator[StreamEvent, None]:
+    first = _round_params(
+        branch,
+        params,
+        instruction=params.instruction,
+        guidance=params.guidance,
+        context=params.context,
+    )
+    analysis: Any = None
+    async with aclosing(_round(branch, scope, params, first, 1)) as events:
+        async for event in events:
+            if isinstance(event, ResultEvent):
+                analysis = event.value
+            yield event
+    extensions = 0
+    limit = params.max_extensions
+    while params.extension_allowed and analysis.extension_needed and extensions < limit:
+        await control_point(scope)
+        extensions += 1
+        again = _round_params(branch, params, instruction=_extension_prompt(limit - extensions))
+        async with aclosing(_round(branch, scope, params, again, extensions + 1)) as events:
+            async for event in events:
+                if isinstance(event, ResultEvent):
+                    analysis = event.value
+                yield event
+    await control_point(scope)
+    async with aclosing(_final_answer(branch, scope, params)) as events:
+        async for event in events:
+            yield event
+
+
+async def _final_answer(
+    branch: Branch, scope: TurnScope, params: ReActParams
+) -> AsyncGenerator[StreamEvent, None]:
+    """``communicate``'s steps for the final answer, streamed."""
+    fmt = params.response_format
+    message = build_instruction(_FINAL, response_format=fmt, sender=branch.user)
+    model = model_for(scope, branch, params.chat_model)
+    replies: list[ModelResponse] = []
+    async with aclosing(
+        _ask(
+            branch,
+            scope,
+            model,
+            message,
+            reply_class=fmt,
+            options=params.request_options,
+            response=replies,
+        )
+    ) as events:
+        async for event in events:
+            yield event
+    text = replies[0].text
+    if fmt is None:
+        yield ResultEvent(text)
+        return
+    yield ResultEvent(
+        await parse_in_scope(
+            branch,
+            scope,
+            text,
+            fmt,
+            max_retries=params.max_parse_retries,
+            parse_model=params.parse_model,
+        )
+    )
