@@ -8,6 +8,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from lionagi.errors import ConfigurationError
 from lionagi.protocols._render import schema_instruction
 from lionagi.protocols.messages import (
     ActionRequest,
@@ -28,7 +29,7 @@ from lionagi.service.errors import (
     ServerError,
 )
 from lionagi.service.imodel import iModel
-from lionagi.service.providers._anthropic_render import to_anthropic_messages
+from lionagi.service.providers._anthropic_render import continued_body, to_anthropic_messages
 from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta, UsageChunk
 from tests.payloads import ANTHROPIC_USAGE as USAGE
 from tests.payloads import anthropic_message as message
@@ -431,3 +432,108 @@ def test_same_model_on_asyncio_then_trio(server: ScriptedServer) -> None:
 
     assert anyio.run(run, backend="asyncio") == ("one", "one")
     assert anyio.run(run, backend="trio") == ("two", "two")
+
+
+# -- pause_turn continuation --------------------------------------------------------------
+
+SEARCH = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+
+
+async def test_pause_turn_is_continued_at_most_max_pause_continuations_times(
+    server: ScriptedServer,
+) -> None:
+    paused = message([{"type": "text", "text": "a"}, SEARCH], stop="pause_turn")
+    server.reply(*(Reply(json=paused) for _ in range(3)))
+    model = model_for(server, max_pause_continuations=2)
+
+    response = await model.invoke(history())
+
+    assert len(server.requests) == 3  # the first request and two continuations
+    assert response.finish_reason == "pause_turn"  # returned as it stands after that
+    assert response.text == "aaa"
+    last = server.requests[-1].json["messages"][-1]
+    assert last == {"role": "assistant", "content": [paused["content"][0], SEARCH] * 2}
+    assert response.usage.output_tokens == 3 * USAGE["output_tokens"]
+    assert isinstance(response.raw, dict)
+    assert response.raw["content"] == [paused["content"][0], SEARCH] * 3  # every round's blocks
+    await model.aclose()
+
+
+async def test_max_pause_continuations_zero_returns_the_paused_reply(
+    server: ScriptedServer,
+) -> None:
+    server.reply(Reply(events=[*start_events(), *text_block(0, "a"), *end_events("pause_turn")]))
+    model = model_for(server, max_pause_continuations=0)
+
+    chunks = await collect(model, history())
+
+    assert len(server.requests) == 1
+    final = chunks[-1]
+    assert isinstance(final, FinalChunk)
+    assert final.response.finish_reason == "pause_turn"
+    assert final.response.text == "a"
+    await model.aclose()
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "8"])
+def test_max_pause_continuations_must_be_a_count(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="max_pause_continuations"):
+        iModel("anthropic", "claude-test", api_key=KEY, max_pause_continuations=bad)
+
+
+async def test_a_tool_call_after_a_streamed_pause_is_numbered_after_the_earlier_ones(
+    server: ScriptedServer,
+) -> None:
+    server.reply(
+        Reply(
+            events=[
+                *start_events(),
+                *tool_block(0, "toolu_a", "get_weather", '{"city": "Oslo"}'),
+                *end_events("pause_turn"),
+            ]
+        ),
+        Reply(
+            events=[
+                *start_events(),
+                *tool_block(0, "toolu_b", "get_weather", '{"city": "Rome"}'),
+                *end_events("tool_use"),
+            ]
+        ),
+    )
+    model = model_for(server)
+
+    chunks = await collect(model, history(), tools=[WEATHER_TOOL])
+
+    starts = [(c.index, c.id) for c in chunks if isinstance(c, ToolCallDelta) and c.id]
+    assert starts == [(0, "toolu_a"), (1, "toolu_b")]
+    final = chunks[-1]
+    assert isinstance(final, FinalChunk)
+    assert [c.id for c in final.response.tool_calls] == ["toolu_a", "toolu_b"]
+    usage = [c for c in chunks if isinstance(c, UsageChunk)]
+    assert [u.usage.output_tokens for u in usage] == [18]  # once, both answers summed
+    sent = server.requests[1].json["messages"][-1]["content"]
+    assert sent == [
+        {"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Oslo"}}
+    ]
+    await model.aclose()
+
+
+def test_a_continuation_joins_a_trailing_assistant_message() -> None:
+    body: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": "Go."},
+            {"role": "assistant", "content": "Sure:"},
+        ],
+    }
+    block = {"type": "text", "text": " here"}
+
+    continued = continued_body(body, [block], "container_1")
+
+    assert continued["messages"] == [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Sure:"}, block]},
+    ]
+    assert continued["container"] == "container_1"
+    assert body["messages"][-1] == {"role": "assistant", "content": "Sure:"}  # left as it was

@@ -91,13 +91,28 @@ def check(response: ModelResponse, chunks: list[StreamChunk], expect: dict[str, 
         assert {call["id"] for call in calls} <= delta_ids
 
 
+def check_continuations(server: ScriptedServer, wanted: list[dict[str, Any]]) -> None:
+    """A reply paused by the server (Anthropic ``pause_turn``) is continued: each follow-up
+    request is the first one with the reply so far as the assistant turn."""
+    bodies = [received.json for received in server.requests]
+    assert len(bodies) == 1 + len(wanted), bodies
+    first = bodies[0]
+    for body, want in zip(bodies[1:], wanted, strict=True):
+        assert body["messages"][:-1] == first["messages"]
+        assert body["messages"][-1] == {"role": "assistant", "content": want["content"]}
+        assert body.get("container") == want.get("container")
+        assert {k: v for k, v in body.items() if k not in ("messages", "container")} == {
+            k: v for k, v in first.items() if k != "messages"
+        }
+
+
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 async def test_replay(path: Path, server: ScriptedServer) -> None:
     case = load(path)
     expect = case["expect"]
     model = model_of(case, server, path)
     if case["provider"] != "claude_code":
-        server.reply(reply_of(case["reply"]))
+        server.reply(*(reply_of(reply) for reply in case.get("replies", [case.get("reply")])))
     try:
         if "error" in expect:
             wanted = expect["error"]
@@ -110,6 +125,8 @@ async def test_replay(path: Path, server: ScriptedServer) -> None:
         else:
             response, chunks = await answer(model, case["stream"])
             check(response, chunks, expect)
+            if case["provider"] != "claude_code":
+                check_continuations(server, expect.get("continued", []))
         if case["provider"] != "claude_code":  # the same model answers the next call
             server.reply(Reply(json=_plain(case["provider"])))
             after = await model.invoke(HISTORY)

@@ -29,7 +29,13 @@ from lionagi.service._options import apply_options
 if TYPE_CHECKING:
     from lionagi.service.types import ModelRequest
 
-__all__ = ["DEFAULT_MAX_TOKENS", "anthropic_body", "anthropic_tool", "to_anthropic_messages"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "anthropic_body",
+    "anthropic_tool",
+    "continued_body",
+    "to_anthropic_messages",
+]
 
 DEFAULT_MAX_TOKENS = 4096
 _ANTHROPIC = "anthropic"
@@ -80,6 +86,29 @@ def anthropic_body(request: ModelRequest, *, stream: bool, provider: str) -> dic
     else:
         body.pop("stream", None)
     return body
+
+
+def continued_body(
+    body: dict[str, Any], content: Sequence[dict[str, Any]], container: str | None
+) -> dict[str, Any]:
+    """``body`` asking the model to go on with a reply that stopped with ``pause_turn``.
+
+    ``content`` (the blocks of every answer of the reply so far, server-tool blocks included)
+    goes back as the assistant turn, joined to a trailing assistant message of ``body`` if
+    there is one; ``container`` (the code-execution container the reply ran in) goes with it.
+    """
+    messages = list(body["messages"])
+    if messages and messages[-1]["role"] == "assistant":
+        prior = messages[-1]["content"]
+        if isinstance(prior, str):
+            prior = [{"type": "text", "text": prior}]
+        messages[-1] = {"role": "assistant", "content": [*prior, *content]}
+    else:
+        messages.append({"role": "assistant", "content": list(content)})
+    continued = {**body, "messages": messages}
+    if container is not None:
+        continued["container"] = container
+    return continued
 
 
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.*)$", re.DOTALL)
