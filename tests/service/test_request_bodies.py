@@ -1,21 +1,34 @@
 """Request bodies checked against the official SDKs' own request types.
 
 The ``openai`` and ``anthropic`` packages describe what their APIs accept as TypedDicts; every
-TypedDict they reach is made to forbid unknown keys, so a misspelt or invented field fails here
-rather than at a server. (Where the Anthropic SDK also accepts its pydantic response models in
-place of a parameter, those alternatives keep their own lenient config.)
+TypedDict they reach is rebuilt to forbid unknown keys, so a misspelt or invented field fails
+here rather than at a server. Where a union also accepts the SDK's pydantic response models
+(Anthropic takes its response blocks in place of block parameters), those alternatives are left
+out: their own config allows unknown keys, so a block with an invented key would pass as one.
 """
 
 from __future__ import annotations
 
+import types
 import typing
-from typing import Any, get_args
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NotRequired,
+    Required,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+)
 
 import pytest
 from anthropic.types import message_create_params as anthropic_params
+from anthropic.types.beta import message_create_params as beta_params
 from openai.types.chat import completion_create_params as openai_params
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
-from typing_extensions import is_typeddict
+from typing_extensions import TypedDict, is_typeddict
 
 from lionagi.protocols.messages import (
     ActionRequest,
@@ -27,33 +40,70 @@ from lionagi.protocols.messages import (
     System,
 )
 from lionagi.service.imodel import iModel
+from lionagi.service.providers._anthropic_render import continued_body
 from lionagi.service.types import StructuredOutput
+from tests.service.replay_data import REPLAY, load
 
 _STRICT = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
 
-def _forbid_extra(tp: Any, seen: set[int]) -> None:
-    if id(tp) in seen:
-        return
-    seen.add(id(tp))
+def strict_type(tp: Any, memo: dict[int, Any]) -> Any:
+    """``tp`` with every TypedDict it reaches rebuilt to forbid unknown keys, and the pydantic
+    model alternatives of its unions left out (the SDK's types are not changed)."""
+    if id(tp) in memo:
+        return memo[id(tp)]
     if is_typeddict(tp):
-        tp.__pydantic_config__ = _STRICT
-        for hint in typing.get_type_hints(tp, include_extras=True).values():
-            _forbid_extra(hint, seen)
-        return
-    for arg in get_args(tp):
-        _forbid_extra(arg, seen)
+        hints = typing.get_type_hints(tp, include_extras=True)
+        fields = {name: _field(tp, name, hint, memo) for name, hint in hints.items()}
+        strict = cast(Any, TypedDict)(tp.__name__, fields)
+        strict.__pydantic_config__ = _STRICT
+        memo[id(tp)] = strict
+        return strict
+    args, origin = get_args(tp), get_origin(tp)
+    if not args or origin is Literal:
+        return tp
+    if origin is Annotated:
+        return Annotated[strict_type(args[0], memo), *tp.__metadata__]
+    if origin is Union or origin is types.UnionType:
+        kept = tuple(strict_type(a, memo) for a in args if not _models_only(a))
+        return Union[kept]  # noqa: UP007
+    rebuilt = tuple(strict_type(a, memo) for a in args)
+    if isinstance(tp, types.GenericAlias):
+        return types.GenericAlias(origin, rebuilt)
+    return tp.copy_with(rebuilt)
+
+
+def _field(owner: Any, name: str, hint: Any, memo: dict[int, Any]) -> Any:
+    """One key of a rebuilt TypedDict, marked required or not as the SDK's type has it."""
+    wrapper = get_origin(hint)
+    if wrapper is Required or wrapper is NotRequired:
+        hint = get_args(hint)[0]
+    else:
+        wrapper = Required if name in owner.__required_keys__ else NotRequired
+    return wrapper[strict_type(hint, memo)]
+
+
+def _models_only(tp: Any) -> bool:
+    """Whether ``tp`` is a pydantic model or a union (annotated or not) of nothing else."""
+    if isinstance(tp, type):
+        return issubclass(tp, BaseModel)
+    if get_origin(tp) is Annotated:
+        return _models_only(get_args(tp)[0])
+    if get_origin(tp) in (Union, types.UnionType):
+        return all(_models_only(a) for a in get_args(tp))
+    return False
 
 
 def strict_adapter(tp: Any) -> TypeAdapter[Any]:
-    _forbid_extra(tp, set())
-    return TypeAdapter(tp)
+    return TypeAdapter(strict_type(tp, {}))
 
 
 OPENAI = strict_adapter(openai_params.CompletionCreateParamsNonStreaming)
 OPENAI_STREAM = strict_adapter(openai_params.CompletionCreateParamsStreaming)
 ANTHROPIC = strict_adapter(anthropic_params.MessageCreateParamsNonStreaming)
 ANTHROPIC_STREAM = strict_adapter(anthropic_params.MessageCreateParamsStreaming)
+BETA = strict_adapter(beta_params.MessageCreateParamsNonStreaming)
+BETA_STREAM = strict_adapter(beta_params.MessageCreateParamsStreaming)
 
 
 def validate(adapter: TypeAdapter[Any], body: dict[str, Any]) -> None:
@@ -178,3 +228,50 @@ def test_the_strict_types_reject_unknown_keys() -> None:
         model.request([Instruction(instruction="x"), call]), stream=False
     )
     assert body["messages"][1]["content"] == ""
+
+
+def test_an_unknown_key_inside_an_anthropic_content_block_is_rejected() -> None:
+    def body(block: dict[str, Any]) -> dict[str, Any]:
+        return {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [block]}]}
+
+    bogus = {"type": "text", "text": "x", "bogus": 1}
+    # the SDK's own union takes the block as its lenient pydantic TextBlock...
+    validate(TypeAdapter(anthropic_params.MessageCreateParamsNonStreaming), body(bogus))
+    # ...the strict types do not, in either kind of message or nested in a tool result
+    with pytest.raises(ValidationError, match="bogus"):
+        validate(ANTHROPIC, body(bogus))
+    with pytest.raises(ValidationError, match="bogus"):
+        validate(
+            ANTHROPIC_STREAM,
+            {
+                **body(bogus),
+                "messages": [{"role": "assistant", "content": [bogus]}],
+                "stream": True,
+            },
+        )
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [bogus]}
+    with pytest.raises(ValidationError, match="bogus"):
+        validate(ANTHROPIC, body(result))
+    validate(ANTHROPIC, body({"type": "text", "text": "x"}))  # the same block without it
+
+
+@pytest.mark.parametrize(
+    "case", ["anthropic_server_tools_pause_turn", "anthropic_server_tools_pause_turn_stream"]
+)
+def test_a_pause_turn_continuation_is_what_the_sdk_accepts(case: str) -> None:
+    recorded = load(REPLAY / f"{case}.json")
+    continued = recorded["expect"]["continued"][0]
+    model = iModel("anthropic", "claude-sonnet-4-5", api_key="sk-x")
+    stream = recorded["stream"]
+    first = model.provider.body(  # type: ignore[attr-defined]
+        model.request(REQUESTS["plain"]["messages"]), stream=stream
+    )
+
+    body = continued_body(first, continued["content"], continued.get("container"))
+
+    # the MCP connector's blocks are in the beta Messages API only
+    beta = any(block["type"].startswith("mcp_") for block in continued["content"])
+    if beta:
+        validate(BETA_STREAM if stream else BETA, body)
+    else:
+        validate(ANTHROPIC_STREAM if stream else ANTHROPIC, body)
