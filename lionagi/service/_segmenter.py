@@ -9,8 +9,9 @@ record a message before anyone sees it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from lionagi._textbuffer import TextBuffer
 from lionagi.protocols.messages import (
@@ -57,6 +58,11 @@ class Segmenter:
     text comes in fragments; at the final chunk the provider's parsed calls are preferred.
     Reasoning blocks ride on the next assistant message (an empty one before tool calls that
     follow no text); a refusal on the last one.
+
+    A provider whose later requests send a reply back as its raw payload
+    (``replays_raw_replies``, the Responses API's output items) has its reply committed whole
+    at the final chunk, as an invoked call records it: the payload only exists then, and the
+    pieces committed before it would be sent twice.
     """
 
     __slots__ = (
@@ -67,6 +73,7 @@ class Segmenter:
         "_requests",
         "_text",
         "_texted",
+        "_whole",
         "final",
         "usage",
     )
@@ -79,6 +86,7 @@ class Segmenter:
         self._requests: dict[str, ActionRequest] = {}  # committed this call, by call id
         self._answered: set[str] = set()
         self._reasoning: list[Reasoning] = []
+        self._whole = model.provider.replays_raw_replies
         self.final: ModelResponse | None = None
         self.usage: Usage | None = None
 
@@ -93,57 +101,101 @@ class Segmenter:
 
     def feed(self, chunk: StreamChunk) -> list[Message]:
         """The messages ``chunk`` completes, in stream order (often none)."""
-        if isinstance(chunk, TextDelta):
-            out = self._flush_calls(None)
-            self._text.write(chunk.text)
-            if chunk.complete:
-                out += self._flush_text(None)
-            return out
-        if isinstance(chunk, ToolCallDelta):
-            out = self._flush_text(None)
-            pending = self._calls.setdefault(chunk.index, _PendingCall())
-            pending.id = chunk.id or pending.id
-            pending.name = pending.name or chunk.name
-            if chunk.arguments:
-                pending.arguments.append(chunk.arguments)
-            if chunk.provider_fields:
-                pending.provider_fields.update(chunk.provider_fields)
-            return out
-        if isinstance(chunk, ReasoningEvent):
-            self._reasoning.append(chunk.reasoning)
-            return []
-        if isinstance(chunk, ToolResultEvent):
-            out = self._flush_text(None) + self._flush_calls(None)
-            request = self._requests.get(chunk.call_id)
-            if request is None:
-                raise self._protocol(
-                    f"a tool result for call {chunk.call_id!r} arrived before any tool call "
-                    "with that id"
-                )
-            self._answered.add(chunk.call_id)
-            out.append(
-                ActionResponse(
-                    request_id=request.id,
-                    call_id=request.call_id,
-                    function=request.function,
-                    output=chunk.output,
-                    is_error=chunk.is_error,
-                )
+        table = _WHOLE if self._whole else _SEGMENTED
+        handler = table.get(type(chunk))
+        if handler is None:
+            raise self._protocol(f"unexpected stream chunk {type(chunk).__name__}")
+        return handler(self, chunk)
+
+    def _text_delta(self, chunk: TextDelta) -> list[Message]:
+        out = self._flush_calls(None)
+        self._text.write(chunk.text)
+        if chunk.complete:
+            out += self._flush_text(None)
+        return out
+
+    def _call_delta(self, chunk: ToolCallDelta) -> list[Message]:
+        out = self._flush_text(None)
+        pending = self._calls.setdefault(chunk.index, _PendingCall())
+        pending.id = chunk.id or pending.id
+        pending.name = pending.name or chunk.name
+        if chunk.arguments:
+            pending.arguments.append(chunk.arguments)
+        if chunk.provider_fields:
+            pending.provider_fields.update(chunk.provider_fields)
+        return out
+
+    def _reasoning_event(self, chunk: ReasoningEvent) -> list[Message]:
+        self._reasoning.append(chunk.reasoning)
+        return []
+
+    def _tool_result(self, chunk: ToolResultEvent) -> list[Message]:
+        out = self._flush_text(None) + self._flush_calls(None)
+        request = self._requests.get(chunk.call_id)
+        if request is None:
+            raise self._protocol(
+                f"a tool result for call {chunk.call_id!r} arrived before any tool call "
+                "with that id"
             )
-            return out
-        if isinstance(chunk, UsageChunk):
-            self.usage = chunk.usage
-            return []
-        if isinstance(chunk, FinalChunk):
-            response = chunk.response
-            self.final = response
-            self.usage = response.usage
-            if text := self.unstreamed(response):
-                self._text.write(text)  # a provider that sent no text deltas
-            if not self._reasoning and not self._texted and response.reasoning:
-                self._reasoning.extend(response.reasoning)  # sent with no reasoning events
-            return self._flush_text(response) + self._flush_calls(response)
-        raise self._protocol(f"unexpected stream chunk {type(chunk).__name__}")
+        self._answered.add(chunk.call_id)
+        out.append(
+            ActionResponse(
+                request_id=request.id,
+                call_id=request.call_id,
+                function=request.function,
+                output=chunk.output,
+                is_error=chunk.is_error,
+            )
+        )
+        return out
+
+    def _usage(self, chunk: UsageChunk) -> list[Message]:
+        self.usage = chunk.usage
+        return []
+
+    def _final(self, chunk: FinalChunk) -> list[Message]:
+        response = chunk.response
+        self.final = response
+        self.usage = response.usage
+        if text := self.unstreamed(response):
+            self._text.write(text)  # a provider that sent no text deltas
+        if not self._reasoning and not self._texted and response.reasoning:
+            self._reasoning.extend(response.reasoning)  # sent with no reasoning events
+        return self._flush_text(response) + self._flush_calls(response)
+
+    # -- whole replies: the final chunk is the reply, deltas are for live views only --------
+    def _seen_text(self, chunk: TextDelta) -> list[Message]:
+        self._texted = self._texted or bool(chunk.text)
+        return []
+
+    def _seen_call(self, chunk: ToolCallDelta) -> list[Message]:
+        return []
+
+    def _whole_reply(self, chunk: FinalChunk) -> list[Message]:
+        """The reply as an invoked call records it: one assistant message carrying the raw
+        response, then its tool calls."""
+        response = chunk.response
+        self.final = response
+        self.usage = response.usage
+        extras: dict[str, Any] = {}
+        if reasoning := response.reasoning or tuple(self._reasoning):
+            extras["reasoning"] = reasoning
+        if response.refusal is not None:
+            extras["refusal"] = response.refusal
+        reply = AssistantResponse(
+            content=response.text,
+            model=response.model or self._model.model,
+            usage=response.usage,
+            raw=response.raw,
+            **extras,
+        )
+        out: list[Message] = [reply]
+        for i, call in enumerate(response.tool_calls):
+            fields = dict(call.provider_fields)
+            out.append(
+                self._request(call.id or f"call_{i}", call.name, dict(call.arguments), fields)
+            )
+        return out
 
     def _flush_text(self, final: ModelResponse | None, *, empty: bool = False) -> list[Message]:
         """The gathered text as a message; ``empty``: one even without text, to carry
@@ -220,3 +272,22 @@ class Segmenter:
 
     def _protocol(self, message: str) -> ProtocolError:
         return ProtocolError(message, provider=self._model.provider_name, model=self._model.model)
+
+
+_Handler: TypeAlias = Callable[[Segmenter, Any], list[Message]]
+
+#: how each chunk type is fed, by exact type
+_SEGMENTED: dict[type, _Handler] = {
+    TextDelta: Segmenter._text_delta,
+    ToolCallDelta: Segmenter._call_delta,
+    ReasoningEvent: Segmenter._reasoning_event,
+    ToolResultEvent: Segmenter._tool_result,
+    UsageChunk: Segmenter._usage,
+    FinalChunk: Segmenter._final,
+}
+_WHOLE: dict[type, _Handler] = {
+    **_SEGMENTED,
+    TextDelta: Segmenter._seen_text,
+    ToolCallDelta: Segmenter._seen_call,
+    FinalChunk: Segmenter._whole_reply,
+}

@@ -171,6 +171,69 @@ async def test_reasoning_items_go_back_on_the_next_turn(server: ScriptedServer) 
     assert sent[3] == {"type": "function_call_output", "call_id": "call_1", "output": "5"}
 
 
+def streamed(*output: dict[str, Any]) -> Reply:
+    """``output`` as the Responses API streams it: each item added, its text or argument
+    deltas, the item done; then the completed response."""
+    events: list[str | Any] = []
+    for index, item in enumerate(output):
+        kind = item["type"]
+        added = {**item, "arguments": ""} if kind == "function_call" else {"type": kind}
+        events.append(event("response.output_item.added", output_index=index, item=added))
+        if kind == "message":
+            text = item["content"][0]["text"]
+            pieces = (text[: len(text) // 2], text[len(text) // 2 :])
+            events.extend(
+                event("response.output_text.delta", output_index=index, delta=piece)
+                for piece in pieces
+            )
+        elif kind == "function_call":
+            events.append(
+                event(
+                    "response.function_call_arguments.delta",
+                    output_index=index,
+                    delta=item["arguments"],
+                )
+            )
+        events.append(event("response.output_item.done", output_index=index, item=item))
+    events.append(event("response.completed", response=response(*output)))
+    return Reply(events=events)
+
+
+@pytest.mark.parametrize("preamble", [False, True], ids=["calls_only", "text_then_call"])
+async def test_a_streamed_turn_sends_reasoning_back(server: ScriptedServer, preamble: bool) -> None:
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    said = [message("Let me add.")] if preamble else []
+    call = function_call("call_1", "add", {"a": 2, "b": 3})
+    server.reply(streamed(REASONING, *said, call), streamed(message("5", item_id="msg_2")))
+    model = model_for(server)
+    branch = Branch(chat_model=model, tools=[add])
+    async with branch.run("2 + 3?") as stream:
+        seen = [m async for m in stream]
+    await model.aclose()
+    assert [type(m).__name__ for m in seen] == [
+        "Instruction",
+        "AssistantResponse",
+        "ActionRequest",
+        "ActionResponse",
+        "AssistantResponse",
+    ]
+    assert seen[1].content == ("Let me add." if preamble else "")  # type: ignore[attr-defined]
+    assert seen[-1].content == "5"  # type: ignore[attr-defined]
+    second = server.requests[1].json
+    assert second["stream"] is True
+    # the first reply goes back as its output items, verbatim: reasoning, text, call (ids kept)
+    assert second["input"] == [
+        {"role": "user", "content": "2 + 3?"},
+        REASONING,
+        *said,
+        call,
+        {"type": "function_call_output", "call_id": "call_1", "output": "5"},
+    ]
+
+
 async def test_stream_events_become_chunks(server: ScriptedServer) -> None:
     done = response(REASONING, message("Hello there"), function_call("c9", "add", {"a": 1}))
     server.reply(

@@ -37,6 +37,10 @@ class Provider(ABC):
     default_base_url: ClassVar[str | None] = None
     api_key_env: ClassVar[str | None] = None
     supports_native_tools: ClassVar[bool] = True
+    #: whether later requests send a recorded reply back as its raw payload
+    #: (``AssistantResponse.raw``); a streamed reply is then recorded whole at its end,
+    #: like an invoked one, since the payload arrives only with the final chunk
+    replays_raw_replies: ClassVar[bool] = False
     #: whether sending the same request again is harmless (no side effects beyond the reply);
     #: retry policies retry server errors and timeouts only for idempotent providers
     idempotent: ClassVar[bool] = True

@@ -6,6 +6,9 @@ next turn for it to keep its chain of thought across tool calls; this provider k
 reply's output items in ``ModelResponse.raw``, which the conversation records on the assistant
 message, and sends them back verbatim when it renders that message again.
 
+A streamed reply is recorded whole when it completes (its output items arrive only then); its
+text and tool-call deltas still reach live views as they come.
+
 With ``store=False`` (the request is not kept on OpenAI's side) pass
 ``include=["reasoning.encrypted_content"]`` so the reasoning items carry their content back.
 """
@@ -58,6 +61,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
     """
 
     name: ClassVar[str] = "openai_responses"
+    replays_raw_replies: ClassVar[bool] = True
 
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``request``."""
