@@ -55,9 +55,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over the package and the backend-parametrized tests."""
+    """mypy --strict over the package and both test suites."""
     _install(session)
-    session.run("mypy", "lionagi", "tests")
+    session.run("mypy", "lionagi", "tests", "tests_trio")
 
 
 @nox.session(python=PYTHON)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 from uuid import uuid4
 
 import anyio
@@ -31,7 +31,7 @@ from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart, Si
 from tests.helpers import Recorder, assert_idle, assert_one_terminal_per_start, observed_branch
 
 
-def _texts(branch: Branch) -> list[str]:
+def _texts(branch: Branch) -> list[str | None]:
     return [m.instruction for m in branch.msgs if isinstance(m, Instruction)]
 
 
@@ -71,7 +71,7 @@ async def test_second_caller_starts_after_the_first_terminal_and_sees_its_histor
     branch, rec, session = observed_branch()
     seq = Sequencer()
     results: dict[str, str] = {}
-    seen_by_b: list[str] = []
+    seen_by_b: list[str | None] = []
 
     async def slow_terminal(signal: RunEnd, _: Any) -> None:
         if signal.operation == "A":
@@ -136,7 +136,10 @@ async def test_cancelling_a_queued_waiter_while_the_holder_finalizes(hook: type[
     async def hook_handler(signal: Signal, _: Any) -> None:
         if getattr(signal, "operation", "A") != "A" or getattr(signal, "turn_id", None) is None:
             return
-        if isinstance(signal, MessageAdded) and signal.message.instruction != "a":
+        if (
+            isinstance(signal, MessageAdded)
+            and cast(Instruction, signal.message).instruction != "a"
+        ):
             return
         async with seq(0):
             context = branch._active_turn_context
@@ -266,7 +269,7 @@ async def test_slow_message_observer_is_delivered_in_order_before_the_terminal(
 
     async def slow(signal: MessageAdded, _: Any) -> None:
         await trio.sleep(10)
-        events.append(f"delivered {signal.message.instruction}")
+        events.append(f"delivered {cast(Instruction, signal.message).instruction}")
 
     session.observe(MessageAdded, slow)
     session.observe(RunEnd, lambda s, _: events.append("RunEnd"))
@@ -396,7 +399,6 @@ async def test_run_failed_handler_reentry_after_cancel_raises_turn_finalizing_er
         yield 0
         entered.set()
         await trio.sleep_forever()
-        yield 1  # pragma: no cover
 
     async def run_coroutine() -> None:
         await run_in_turn(branch, model=None, invoke=body)

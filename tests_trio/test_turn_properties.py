@@ -552,7 +552,8 @@ class ScenarioRun:
                 break
             await checkpoint()
         for generator in self.stream_bodies:
-            if generator.ag_frame is not None:  # suspended, not closed: close it here, not in GC
+            # a frame means suspended, not closed (ag_frame: on async generators, not in the ABC)
+            if getattr(generator, "ag_frame", None) is not None:  # close it here, not in GC
                 self.violation("a stream body was left suspended after its turn")
                 await generator.aclose()
         if _active_turn_var.get() is not None:
