@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,12 +158,16 @@ HANGING_REPLY = Reply(
 HANGING_EVENTS = 6  # 2 text deltas, call delta, Instruction, AssistantResponse, 1 more delta
 
 
-@pytest.mark.parametrize("how", ["aclose", "cancel"])
-async def test_openai_close_at_every_event_closes_the_connection(how: str) -> None:
-    for stop_after in range(1, HANGING_EVENTS + 1):
+async def close_at_every_event(
+    how: str, reply: Reply, make_model: Callable[[ScriptedServer], iModel], count: int
+) -> None:
+    """Stop a stream turn after each of its first ``count`` events, against a server that
+    waits for the client to hang up: the connection is closed and the history holds whole
+    messages only."""
+    for stop_after in range(1, count + 1):
         with ScriptedServer() as server:
-            server.reply(HANGING_REPLY)
-            model = openai_model(server)
+            server.reply(reply)
+            model = make_model(server)
             branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])
             seen: list[StreamEvent] = []
             with anyio.CancelScope() as scope:
@@ -181,7 +185,8 @@ async def test_openai_close_at_every_event_closes_the_connection(how: str) -> No
             assert closed, f"connection left open after {stop_after} event(s)"
             await model.aclose()
             # whole messages only: the instruction is committed with the text segment that ended
-            # when the call began, never the call; nothing at all before that
+            # when the call began, never the call (its argument deltas were cut); nothing at all
+            # before that
             history = list(branch.msgs)
             assert history[: len(committed(seen))] == committed(seen)
             assert [type(m).__name__ for m in history] == (
@@ -191,6 +196,11 @@ async def test_openai_close_at_every_event_closes_the_connection(how: str) -> No
             assert isinstance(rec.terminals()[0], RunEnd)
             assert_one_terminal_per_start(rec)
             assert_idle(branch)
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+async def test_openai_close_at_every_event_closes_the_connection(how: str) -> None:
+    await close_at_every_event(how, HANGING_REPLY, openai_model, HANGING_EVENTS)
 
 
 # -- Anthropic ------------------------------------------------------------------------------
@@ -236,6 +246,27 @@ async def test_anthropic_deltas_match_the_committed_messages(server: ScriptedSer
     assert_idle(branch)
 
 
+ANTHROPIC_HANGING = Reply(
+    events=[
+        *start_events(),
+        *text_block(0, "Checking ", "the product."),
+        *tool_block(1, "toolu_1", "multiply", '{"a": 6', ', "b": 7}')[:-1],  # the block never ends
+        AWAIT_CLOSE,
+    ]
+)
+# 2 text deltas, the call's first delta, Instruction, AssistantResponse, 2 argument deltas
+ANTHROPIC_HANGING_EVENTS = 7
+
+
+def anthropic_model(server: ScriptedServer) -> iModel:
+    return iModel("anthropic", "claude-test", base_url=server.url, api_key="sk-t", timeout=30)
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+async def test_anthropic_close_at_every_event_closes_the_connection(how: str) -> None:
+    await close_at_every_event(how, ANTHROPIC_HANGING, anthropic_model, ANTHROPIC_HANGING_EVENTS)
+
+
 # -- the agentic CLI ------------------------------------------------------------------------
 @pytest.fixture
 def spawned(processes: list[Process]) -> list[Process]:
@@ -267,18 +298,24 @@ async def test_cli_deltas_and_provider_run_tools(tmp_path: Path, spawned: list[P
     assert_idle(branch)
 
 
+@pytest.mark.parametrize("how", ["break", "cancel"])
 async def test_cli_close_at_every_event_leaves_no_process(
-    tmp_path: Path, spawned: list[Process]
+    how: str, tmp_path: Path, spawned: list[Process]
 ) -> None:
     full = await collect(observed_branch(chat_model=fake_model("tools", tmp_path))[0], "go")
     for stop_after in range(1, len(full)):
         branch, rec, _ = observed_branch(chat_model=fake_model("tools", tmp_path))
         seen: list[StreamEvent] = []
-        async with branch.stream("go") as stream:
-            async for event in stream:
-                seen.append(event)
-                if len(seen) == stop_after:
-                    break
+        with anyio.CancelScope() as scope:
+            async with branch.stream("go") as stream:
+                async for event in stream:
+                    seen.append(event)
+                    if len(seen) == stop_after:
+                        if how == "break":
+                            break
+                        scope.cancel()
+                        await anyio.lowlevel.checkpoint()
+        assert len(seen) == stop_after
         assert kinds(seen) == kinds(full[:stop_after])
         history = list(branch.msgs)
         # nothing committed past what was handed out, but the reply committed with the instruction
