@@ -47,6 +47,25 @@ def properties(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def stream_memory(session: nox.Session) -> None:
+    """The long-reply memory tests at full size: a 100,000-chunk reply through a Branch stream
+    on both backends (the test suite runs them at 20,000 chunks)."""
+    _install(session)
+    env = {"LIONAGI_LONG_REPLY_CHUNKS": session.posargs[0] if session.posargs else "100000"}
+    session.run(
+        "pytest",
+        "tests/operations/test_stream_events.py",
+        "-k",
+        "long_reply",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "timeout=0",
+        env=env,
+    )
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")

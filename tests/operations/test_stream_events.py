@@ -5,6 +5,8 @@ memory for long replies."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -373,12 +375,48 @@ async def _peak(pieces: int) -> int:
 
 @pytest.mark.slow
 async def test_a_long_reply_streams_in_flat_memory() -> None:
-    await _peak(10)  # warm caches (schemas, imports) outside the measurement
+    await _peak(1_000)  # warm caches (schemas, imports, the event loop) outside the measurement
     small = await _peak(1_000)
-    large = await _peak(LONG)
+    large = await _peak(TRACED)
     # the reply text itself (1 byte a chunk) is held a few times (model buffer, Branch buffer,
     # final strings); anything kept per chunk (an event, a list slot) costs 8+ bytes each
-    assert large - small < 6 * (LONG - 1_000), (small, large)
+    assert large - small < 6 * (TRACED - 1_000), (small, large)
 
 
-LONG = 20_000  # chunks; every chunk is one turn step, so a longer reply only costs time
+def fresh_pieces_model(pieces: int) -> FunctionModel:
+    """A model whose every chunk is a new string object, as a provider's decoded chunks are."""
+
+    def stream(messages: Any, **options: Any) -> Iterator[str]:
+        for index in range(pieces):
+            yield f"{index % 10}."
+
+    return FunctionModel(lambda messages, **options: "", stream=stream)
+
+
+@pytest.mark.slow
+async def test_a_long_reply_keeps_no_object_per_chunk() -> None:
+    """Python's count of allocated blocks, read while the reply streams, stays where it was
+    after the first 1,000 chunks: nothing is kept per chunk (no piece, event or list slot
+    object). Cheap enough for ``LONG`` chunks: no allocation tracing."""
+    branch = Branch(chat_model=fresh_pieces_model(LONG))
+    seen = 0
+    at_1k = high = 0
+    async with branch.stream("go") as stream:
+        async for _ in stream:
+            seen += 1
+            if seen % 1_000 == 0:
+                blocks = sys.getallocatedblocks()
+                if seen == 1_000:
+                    at_1k = high = blocks
+                high = max(high, blocks)
+    [reply] = [m for m in branch.msgs if isinstance(m, AssistantResponse)]
+    assert len(reply.content) == 2 * LONG
+    # one object kept per chunk would add LONG - 1,000 blocks; allow a tenth of that for
+    # garbage not yet collected
+    assert high - at_1k < (LONG - 1_000) // 10, (at_1k, high)
+
+
+# chunks in the reply of the long-reply tests; every chunk is one turn step, so a longer reply
+# costs time only. `nox -s stream_memory` runs them at 100,000.
+LONG = int(os.environ.get("LIONAGI_LONG_REPLY_CHUNKS", "20000"))
+TRACED = min(LONG, 5_000)  # tracemalloc makes each step several times slower
