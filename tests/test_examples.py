@@ -157,17 +157,21 @@ async def test_research_flow() -> None:
 async def test_live_chat_trio() -> None:
     out = await load("live_chat_trio").main()
     assert out["shown"] == [
-        "I will multiply them.",
+        "I will multiply the two numbers.",
         "[calling multiply]",
         "[running multiply({'a': 6, 'b': 7})]",
         "[result: 42]",
+        "The tool says the product is 42.",
         "6 times 7 is 42.",
     ]
     assert out["history"] == [
         "System",
-        "Instruction",
+        "Instruction",  # round 1: analysis and the tool call
         "AssistantResponse",
         "ActionRequest",
         "ActionResponse",
+        "Instruction",  # round 2
+        "AssistantResponse",
+        "Instruction",  # the final answer
         "AssistantResponse",
     ]
