@@ -20,7 +20,7 @@ from benchmarks._report import write_results
 SCENARIOS = {
     "turn": "turn overhead vs the library model call and the physical floor",
     "backends": "trio against asyncio, side by side in subprocess pairs",
-    "stream": "a streamed run of 1,000 chunks vs iterating the model's stream",
+    "stream": "Branch.stream/run per chunk and to the first delta vs the model's own stream",
     "contention": "K = 1, 10, 100, 1,000 concurrent callers on one Branch",
     "scale": "10,000 Branches running turns at once; memory per Branch and per turn",
     "cancel": "cancelling a turn mid-model-call: time and round trips until free",
