@@ -1,44 +1,66 @@
-"""What a turn adds around each model call: retry signals and usage limits.
+"""What a turn adds around each model call: control, providers, usage limits, retry signals.
 
-The model's own policies (retries, rate limits, fallback) run inside ``iModel.invoke``; the turn
-tells observers about each retried attempt (:class:`~lionagi.session.signal.ModelRetry`) and
-checks its :class:`~lionagi.service.usage_limits.UsageLimits` before every call.
+:meth:`TurnScope.call_model <lionagi.operations.types.TurnScope.call_model>` (and its streamed
+form) run :func:`prepare_call` before the model: poll the turn's control, gather the context
+providers for a conversation request, and check the Branch's
+:class:`~lionagi.service.usage_limits.UsageLimits`. The model's own policies (retries, rate
+limits, fallback) run inside ``iModel.invoke``; the turn tells observers about each retried
+attempt (:class:`~lionagi.session.signal.ModelRetry`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from lionagi.operations._prepare import apply_context_providers, request_messages
+from lionagi.operations.turn import control_point
 from lionagi.session.signal import ModelRetry
 
 if TYPE_CHECKING:
-    from lionagi.operations.types import TurnScope
+    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.protocols.messages import Instruction, Message
     from lionagi.service.retry import RetryAttempt, RetryHook
-    from lionagi.session.branch import Branch
 
-__all__ = ["check_usage_limits", "retry_hook"]
+__all__ = ["prepare_call"]
 
 
-def check_usage_limits(branch: Branch, scope: TurnScope) -> None:
-    """Refuse the turn's next model call if it would break the Branch's usage limits."""
+async def prepare_call(
+    scope: TurnScope,
+    branch: Conversation,
+    ask: Instruction | None,
+    pending: Sequence[Message],
+    messages: Sequence[Message] | None,
+) -> tuple[Sequence[Message], RetryHook | None]:
+    """The request to send and its retry hook, once the call may go ahead.
+
+    Raises what the turn's control says (BREAK, CANCEL) and
+    :class:`~lionagi.errors.UsageLimitExceeded` when the call would break the Branch's limits.
+    """
+    await control_point(scope)
+    if messages is None:
+        if ask is not None and branch.context_providers is not None:
+            await apply_context_providers(branch, ask, scope)
+        messages = request_messages(branch, scope, pending)
     limits = branch.usage_limits
     if limits is not None:
         context = scope.context
         limits.check_before_request(context.usage, context.model_attempts)
+    return messages, _retry_hook(branch, scope)
 
 
-def retry_hook(branch: Branch, scope: TurnScope) -> RetryHook | None:
+def _retry_hook(branch: Conversation, scope: TurnScope) -> RetryHook | None:
     """A hook that emits :class:`ModelRetry` for the turn, or ``None`` if nobody listens."""
-    observer = branch._observer
+    observer = branch.observer
     if observer is None or not observer.wants(ModelRetry):
         return None
-    turn_id = scope.turn_id
+    branch_id, turn_id = branch.id, scope.turn_id
 
     async def emit(attempt: RetryAttempt) -> None:
         error = attempt.error
         await observer.emit(
             ModelRetry(
-                branch_id=branch.id,
+                branch_id=branch_id,
                 turn_id=turn_id,
                 attempt=attempt.attempt,
                 wait=attempt.wait,

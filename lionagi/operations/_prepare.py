@@ -13,25 +13,21 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, JsonValue
 
 from lionagi.errors import ConfigurationError, OperationError
-from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations.fields import request_fields_model
-from lionagi.operations.turn import control_point
 from lionagi.protocols.context_providers import ProviderReport
 from lionagi.protocols.messages import Instruction, Message, System
 from lionagi.service._text import check_text, clean_json
 from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
-    from lionagi.operations.params import ChatParams, CommunicateParams
-    from lionagi.operations.types import TurnScope
-    from lionagi.service.types import ModelResponse
-    from lionagi.session.branch import Branch
+    from lionagi.operations.params import ChatParams, CommunicateParams, OperateParams, RunParams
+    from lionagi.operations.types import Conversation, TurnScope
 
 __all__ = [
     "answer_format",
     "apply_context_providers",
     "build_instruction",
-    "invoke_model",
+    "instruction_for",
     "model_for",
     "request_messages",
     "schema_of",
@@ -115,6 +111,23 @@ def build_instruction(
         raise OperationError(f"invalid instruction parameters: {exc}") from None
 
 
+def instruction_for(
+    branch: Conversation,
+    params: ChatParams | CommunicateParams | OperateParams | RunParams,
+    response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+) -> Instruction:
+    """The Instruction a call asks with: its question, images and ``response_format``, sent
+    by the Branch's user."""
+    return build_instruction(
+        params.instruction,
+        guidance=params.guidance,
+        context=params.context,
+        response_format=response_format,
+        images=params.images,
+        sender=branch.user,
+    )
+
+
 def check_caller_text(**values: Any) -> None:
     """Reject caller text with a lone surrogate (it could never be sent) before the turn."""
     for name, value in values.items():
@@ -129,7 +142,7 @@ def check_caller_text(**values: Any) -> None:
 
 def model_for(
     scope: TurnScope,
-    branch: Branch,
+    branch: Conversation,
     explicit: iModel | None,
     role: Literal["chat", "parse"] = "chat",
 ) -> iModel:
@@ -148,14 +161,14 @@ def model_for(
 
 
 async def apply_context_providers(
-    branch: Branch, instruction: Instruction, scope: TurnScope
+    branch: Conversation, instruction: Instruction, scope: TurnScope
 ) -> None:
     """Gather the Branch's context providers into the turn (once per turn, ADR-0018 D3)."""
     context = scope.context
     if context.provider_report is not None:
         return
-    registry = branch._providers
-    if registry is None or len(registry) == 0:
+    registry = branch.context_providers
+    if registry is None:
         return
     if branch.system is None:
         context.provider_report = ProviderReport(skipped=tuple(registry.names))
@@ -166,7 +179,7 @@ async def apply_context_providers(
 
 
 def request_messages(
-    branch: Branch, scope: TurnScope, pending: Sequence[Message] = ()
+    branch: Conversation, scope: TurnScope, pending: Sequence[Message] = ()
 ) -> list[Message]:
     """History plus ``pending`` (messages of this request that are not recorded), with the
     turn's provider blocks rendered into a request-only copy of the system message."""
@@ -179,31 +192,3 @@ def request_messages(
     if pending:
         messages.extend(pending)
     return messages
-
-
-async def invoke_model(
-    branch: Branch,
-    scope: TurnScope,
-    model: iModel,
-    instruction: Instruction,
-    *,
-    recorded: bool,
-    tools: Sequence[Mapping[str, Any]] = (),
-    response_format: type[BaseModel] | Mapping[str, Any] | None = None,
-    options: Mapping[str, Any] | None = None,
-) -> ModelResponse:
-    """One model call of a turn: poll control, gather providers, send, count usage."""
-    await control_point(scope)
-    if branch._providers:  # skips a coroutine per call when no provider is registered
-        await apply_context_providers(branch, instruction, scope)
-    pending = () if recorded else (instruction,)
-    check_usage_limits(branch, scope)
-    response = await model.invoke(
-        request_messages(branch, scope, pending),
-        tools=tools,
-        response_format=response_format,
-        on_retry=retry_hook(branch, scope),
-        **(options or {}),
-    )
-    scope.context.record_usage(response.usage, response.attempts)
-    return response

@@ -37,7 +37,7 @@ from lionagi.session.signal import ToolFailed
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ActParams
-    from lionagi.operations.types import TurnScope
+    from lionagi.operations.types import Conversation, TurnScope
     from lionagi.session.branch import Branch
 
 __all__ = ["ActionInput", "ActionStrategy", "act", "act_batch", "to_action_request"]
@@ -154,7 +154,7 @@ class _Outcome:
 
 
 async def _run_batch(
-    branch: Branch,
+    branch: Conversation,
     scope: TurnScope | None,
     requests: list[ActionRequest],
     strategy: ActionStrategy,
@@ -190,7 +190,7 @@ async def _run_batch(
 
 
 async def _run_calls(
-    branch: Branch,
+    branch: Conversation,
     requests: list[ActionRequest],
     outcomes: list[_Outcome | None],
     turn_id: UUID | None,
@@ -216,7 +216,7 @@ async def _run_calls(
             return
 
 
-def _record_requests(branch: Branch, requests: list[ActionRequest]) -> None:
+def _record_requests(branch: Conversation, requests: list[ActionRequest]) -> None:
     new: list[ActionRequest] = []
     for request in requests:
         if request not in branch.msgs and all(request.id != r.id for r in new):
@@ -225,7 +225,7 @@ def _record_requests(branch: Branch, requests: list[ActionRequest]) -> None:
         branch.msgs.extend(new)
 
 
-async def _call(branch: Branch, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
+async def _call(branch: Conversation, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
     """One call, traced when a tracer is installed and recorded in the Branch's logs. Never
     raises an ``Exception``; cancellation and other ``BaseException`` propagate (and a
     cancelled call is not logged: it has no response)."""
@@ -249,7 +249,7 @@ def _response_of(outcome: _Outcome) -> ActionResponse:
     return outcome.response
 
 
-async def _run_call(branch: Branch, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
+async def _run_call(branch: Conversation, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
     """Authorize, look up, validate and run, convert the output."""
     try:
         await _authorize(branch, request)
@@ -285,7 +285,7 @@ async def _run_call(branch: Branch, request: ActionRequest, turn_id: UUID | None
 
 
 async def _report_failure(
-    branch: Branch, request: ActionRequest, turn_id: UUID | None, exc: Exception
+    branch: Conversation, request: ActionRequest, turn_id: UUID | None, exc: Exception
 ) -> None:
     """Tell the developer: a log record with the traceback and the call's identity, then a
     :class:`ToolFailed` signal. The model only ever sees the concise error result."""
@@ -306,7 +306,7 @@ async def _report_failure(
             "lionagi_call_id": request.call_id,
         },
     )
-    observer = branch._observer
+    observer = branch.observer
     if observer is not None and observer.wants(ToolFailed):
         await observer.emit(
             ToolFailed(
@@ -322,8 +322,8 @@ async def _report_failure(
         )
 
 
-async def _authorize(branch: Branch, request: ActionRequest) -> None:
-    observer = branch._observer
+async def _authorize(branch: Conversation, request: ActionRequest) -> None:
+    observer = branch.observer
     if observer is None:
         return
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeAlias
 from uuid import UUID
 
 from pydantic import BaseModel
@@ -159,71 +159,32 @@ class OperationGraphBuilder:
         node continues the source's conversation (``chain_context``: the previous item's, in a
         sequential chain).
         """
-        try:
-            chosen = ExpansionStrategy(strategy)
-        except ValueError:
-            known = ", ".join(s.value for s in ExpansionStrategy)
-            raise FlowError(
-                f"unknown expansion strategy {strategy!r}; use one of {known}"
-            ) from None
-        chunked = chosen in (
-            ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK,
-            ExpansionStrategy.CONCURRENT_SEQUENTIAL_CHUNK,
-        )
-        if chunked and (chunk_size is None or chunk_size <= 0):
-            raise FlowError(f"strategy {chosen.value!r} needs chunk_size > 0")
+        chosen, size = _expansion_strategy(strategy, chunk_size)
         source = self.graph.resolve(source_node_id)
         item_list = list(items)
-        size = chunk_size if chunked and chunk_size else max(len(item_list), 1)
-        chunks = [item_list[i : i + size] for i in range(0, len(item_list), size)]
+        layout, leaves = _expansion_layout(chosen, len(item_list), size)
         created: list[UUID] = []
-        frontier: list[UUID] = []
-        previous_layer = [source]
-        for chunk in chunks:
-            layer: list[UUID] = []
-            chain_prev = source
-            for item in chunk:
-                index = len(created)
-                if chosen is ExpansionStrategy.CONCURRENT:
-                    deps = [source]
-                elif chosen is ExpansionStrategy.SEQUENTIAL:
-                    deps = [created[-1] if created else source]
-                elif chosen is ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK:
-                    deps = list(previous_layer)
-                else:
-                    deps = [chain_prev]
-                params = self._item_params(item, index, shared_params)
-                primary = deps[0] if (chain_context and deps[0] != source) else source
-                node = self._node(
-                    operation,
-                    params,
-                    name=None,
-                    branch=branch,
-                    inherit_context=inherit_context,
-                    deps=[primary],
-                    metadata={
-                        "expansion_source": source,
-                        "expansion_index": index,
-                        "expansion_strategy": chosen.value,
-                    },
-                )
-                self.graph.add_node(node)
-                for dep in deps:
-                    self.graph.add_edge(dep, node.id, label=None)
-                created.append(node.id)
-                layer.append(node.id)
-                chain_prev = node.id
-            previous_layer = layer
-            if chosen is ExpansionStrategy.CONCURRENT_SEQUENTIAL_CHUNK:
-                frontier.append(layer[-1])
-        if chosen is ExpansionStrategy.CONCURRENT:
-            frontier = created
-        elif chosen is ExpansionStrategy.SEQUENTIAL:
-            frontier = created[-1:]
-        elif chosen is ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK:
-            frontier = previous_layer if created else []
+        for index, (item, deps) in enumerate(zip(item_list, layout, strict=True)):
+            refs = [source if dep is None else created[dep] for dep in deps]
+            node = self._node(
+                operation,
+                self._item_params(item, index, shared_params),
+                name=None,
+                branch=branch,
+                inherit_context=inherit_context,
+                deps=[refs[0] if chain_context else source],
+                metadata={
+                    "expansion_source": source,
+                    "expansion_index": index,
+                    "expansion_strategy": chosen.value,
+                },
+            )
+            self.graph.add_node(node)
+            for ref in refs:
+                self.graph.add_edge(ref, node.id, label=None)
+            created.append(node.id)
         self._heads.pop(source, None)
-        self._heads.update(dict.fromkeys(frontier))
+        self._heads.update(dict.fromkeys(created[leaf] for leaf in leaves))
         if created:
             self.last_operation_id = created[-1]
         return created
@@ -406,3 +367,65 @@ class OperationGraphBuilder:
 
 #: The upstream short name.
 Builder = OperationGraphBuilder
+
+
+def _expansion_strategy(
+    strategy: ExpansionStrategy | str, chunk_size: int | None
+) -> tuple[ExpansionStrategy, int]:
+    """The strategy ``expand_from_result`` was given, and its chunk size (0 when unchunked)."""
+    try:
+        chosen = ExpansionStrategy(strategy)
+    except ValueError:
+        known = ", ".join(s.value for s in ExpansionStrategy)
+        raise FlowError(f"unknown expansion strategy {strategy!r}; use one of {known}") from None
+    if chosen not in _CHUNKED:
+        return chosen, 0
+    if chunk_size is None or chunk_size <= 0:
+        raise FlowError(f"strategy {chosen.value!r} needs chunk_size > 0")
+    return chosen, chunk_size
+
+
+_CHUNKED = frozenset(
+    {ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK, ExpansionStrategy.CONCURRENT_SEQUENTIAL_CHUNK}
+)
+
+
+_Layout: TypeAlias = tuple[list[list[int | None]], list[int]]
+
+
+def _expansion_layout(strategy: ExpansionStrategy, count: int, size: int) -> _Layout:
+    """How ``count`` expanded items link: for each, the earlier items it depends on (``None``:
+    the source), and which items are the new leaves of the graph."""
+    return _LAYOUTS[strategy](count, size)
+
+
+def _all_after_source(count: int, size: int) -> _Layout:
+    return [[None] for _ in range(count)], list(range(count))
+
+
+def _one_chain(count: int, size: int) -> _Layout:
+    return [[i - 1] if i else [None] for i in range(count)], list(range(count))[-1:]
+
+
+def _chunk_after_chunk(count: int, size: int) -> _Layout:
+    """Each chunk's items run together, after every item of the chunk before."""
+    layout: list[list[int | None]] = []
+    for i in range(count):
+        start = i - i % size
+        layout.append(list(range(start - size, start)) if start else [None])
+    last = (count - 1) - (count - 1) % size if count else count
+    return layout, list(range(last, count))
+
+
+def _chain_per_chunk(count: int, size: int) -> _Layout:
+    """Each chunk is a chain of its own; the chains run side by side."""
+    layout: list[list[int | None]] = [[i - 1] if i % size else [None] for i in range(count)]
+    return layout, [min(start + size, count) - 1 for start in range(0, count, size)]
+
+
+_LAYOUTS: Mapping[ExpansionStrategy, Callable[[int, int], _Layout]] = {
+    ExpansionStrategy.CONCURRENT: _all_after_source,
+    ExpansionStrategy.SEQUENTIAL: _one_chain,
+    ExpansionStrategy.SEQUENTIAL_CONCURRENT_CHUNK: _chunk_after_chunk,
+    ExpansionStrategy.CONCURRENT_SEQUENTIAL_CHUNK: _chain_per_chunk,
+}

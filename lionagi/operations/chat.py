@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lionagi.operations._prepare import answer_format, build_instruction, invoke_model, model_for
+from lionagi.operations._prepare import answer_format, instruction_for, model_for
 from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import ActionRequest, AssistantResponse, Instruction, Message
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ChatParams
-    from lionagi.operations.types import TurnScope
+    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.service.imodel import iModel
     from lionagi.service.types import ModelResponse
     from lionagi.session.branch import Branch
 
-__all__ = ["chat", "record_response"]
+__all__ = ["ask", "chat", "record_response"]
 
 
 def _reply_message(response: ModelResponse) -> AssistantResponse:
@@ -33,7 +35,7 @@ def _reply_message(response: ModelResponse) -> AssistantResponse:
 
 
 def record_response(
-    branch: Branch, response: ModelResponse, instruction: Instruction | None = None
+    branch: Conversation, response: ModelResponse, instruction: Instruction | None = None
 ) -> AssistantResponse:
     """Record a model reply: the assistant message, then one ActionRequest per tool call.
 
@@ -63,33 +65,35 @@ async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> A
     """Ask the model with the history as context; return its text (or, with
     ``return_ins_res_message``, the instruction and reply messages). Records only if
     ``record``."""
-    message = build_instruction(
-        params.instruction,
-        guidance=params.guidance,
-        context=params.context,
-        response_format=answer_format(params, "chat_and_record" if record else "chat"),
-        images=params.images,
-        sender=branch.user,
-    )
+    name = "chat_and_record" if record else "chat"
+    message = instruction_for(branch, params, answer_format(params, name))
     options = params.request_options
 
     async def body(scope: TurnScope) -> Any:
-        model = model_for(scope, branch, params.chat_model)
-        response = await invoke_model(
-            branch,
-            scope,
-            model,
-            message,
-            recorded=False,
-            # the schema build_instruction already made, not the class again
-            response_format=message.response_format,
-            options=options,
-        )
+        response = await ask(scope, branch, params.chat_model, message, options)
         if record:  # the instruction with its reply: nothing is committed without a reply
             record_response(branch, response, message)
         if params.return_ins_res_message:
             return message, _reply_message(response)
         return response.text
 
-    name = "chat_and_record" if record else "chat"
     return await run_in_turn(branch, model=params.chat_model, invoke=body, operation=name)
+
+
+async def ask(
+    scope: TurnScope,
+    branch: Conversation,
+    chat_model: iModel | None,
+    message: Instruction,
+    options: Mapping[str, Any],
+) -> ModelResponse:
+    """The conversation with ``message`` (not recorded yet) asked of the call's chat model,
+    for the schema ``message`` carries."""
+    return await scope.call_model(
+        branch,
+        model_for(scope, branch, chat_model),
+        ask=message,
+        pending=(message,),
+        response_format=message.response_format,
+        options=options,
+    )

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from lionagi.operations._prepare import answer_format, build_instruction, invoke_model, model_for
-from lionagi.operations.chat import record_response
+from lionagi.operations._prepare import answer_format, instruction_for
+from lionagi.operations.chat import ask, record_response
 from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.turn import run_in_turn
 
@@ -25,28 +25,11 @@ async def communicate(branch: Branch, params: CommunicateParams) -> Any:
     fmt = answer_format(params, "communicate")
     response_format = fmt if isinstance(fmt, type) else None  # communicate takes classes only
     as_dict = params.request_fields is not None
-    message = build_instruction(
-        params.instruction,
-        guidance=params.guidance,
-        context=params.context,
-        response_format=response_format,
-        images=params.images,
-        sender=branch.user,
-    )
+    message = instruction_for(branch, params, response_format)
     options = params.request_options
 
     async def body(scope: TurnScope) -> Any:
-        model = model_for(scope, branch, params.chat_model)
-        response = await invoke_model(
-            branch,
-            scope,
-            model,
-            message,
-            recorded=False,
-            # the schema build_instruction already made, not the class again
-            response_format=message.response_format,
-            options=options,
-        )
+        response = await ask(scope, branch, params.chat_model, message, options)
         record_response(branch, response, message)  # committed together with its reply
         if response_format is None:
             return response.text

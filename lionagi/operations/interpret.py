@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations._prepare import model_for
-from lionagi.operations.turn import control_point, run_in_turn
+from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import Instruction, System
 
 if TYPE_CHECKING:
@@ -38,13 +37,12 @@ async def interpret(branch: Branch, params: InterpretParams) -> str:
     options = params.request_options
 
     async def body(scope: TurnScope) -> str:
-        await control_point(scope)
-        model = model_for(scope, branch, params.interpret_model)
-        check_usage_limits(branch, scope)
-        response = await model.invoke(
-            [System(content=_SYSTEM), ask], on_retry=retry_hook(branch, scope), **options
+        response = await scope.call_model(
+            branch,
+            model_for(scope, branch, params.interpret_model),
+            messages=[System(content=_SYSTEM), ask],
+            options=options,
         )
-        scope.context.record_usage(response.usage, response.attempts)
         return response.text.strip()
 
     return await run_in_turn(

@@ -26,13 +26,7 @@ import anyio
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
-from lionagi.operations._model_call import check_usage_limits, retry_hook
-from lionagi.operations._prepare import (
-    apply_context_providers,
-    build_instruction,
-    model_for,
-    request_messages,
-)
+from lionagi.operations._prepare import build_instruction, model_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.chat import record_response
 from lionagi.operations.events import (
@@ -169,15 +163,14 @@ class _ModelCall:
         partial: type[BaseModel] | None,
         options: Mapping[str, Any],
     ) -> AsyncGenerator[StreamEvent, None]:
-        await control_point(scope)
-        await apply_context_providers(branch, instruction, scope)
-        check_usage_limits(branch, scope)
-        chunks = model.stream(
-            request_messages(branch, scope, (instruction,)),
+        chunks = await scope.stream_model(
+            branch,
+            model,
+            ask=instruction,
+            pending=(instruction,),
             tools=tools,
             response_format=response_format,
-            on_retry=retry_hook(branch, scope),
-            **options,
+            options=options,
         )
         preview = None if partial is None else _PartialReply(partial)
         texted = False

@@ -10,6 +10,7 @@ turn. The result is the caller's ``response_format`` (a derived subclass carryin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
@@ -17,7 +18,7 @@ from pydantic import BaseModel
 
 from lionagi.errors import ParseError
 from lionagi.operations._extract import validate_into
-from lionagi.operations._prepare import build_instruction, invoke_model, model_for, schema_of
+from lionagi.operations._prepare import instruction_for, model_for, schema_of
 from lionagi.operations.act import act_batch
 from lionagi.operations.chat import record_response
 from lionagi.operations.fields import with_fields
@@ -39,7 +40,8 @@ from lionagi.protocols.messages import ActionRequest, ActionResponse, Instructio
 
 if TYPE_CHECKING:
     from lionagi.operations.params import OperateParams
-    from lionagi.operations.types import TurnScope
+    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.service.imodel import iModel
     from lionagi.service.types import ModelResponse
     from lionagi.session.branch import Branch
 
@@ -77,7 +79,7 @@ def _with_request(
 
 
 def _record(
-    branch: Branch, response: ModelResponse, instruction: Instruction
+    branch: Conversation, response: ModelResponse, instruction: Instruction
 ) -> list[ActionRequest]:
     """Record the instruction with its reply; return the ActionRequests of its tool calls."""
     record_response(branch, response, instruction)
@@ -107,90 +109,143 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
     Returns an instance of a subclass of ``response_format`` with ``reason``,
     ``action_requests`` and ``action_responses``, or an :class:`OperateResult`.
     """
-    response_format = params.response_format
+    fmt = params.response_format
     if params.field_models:
-        response_format = with_fields(response_format, params.field_models, "operate")
-    check_format(response_format)
-    tools, actions, invoke_actions = params.tools, params.actions, params.invoke_actions
-    reason, images = params.reason, params.images
-    chat_model, parse_model = params.chat_model, params.parse_model
-    action_strategy, handle_validation = params.action_strategy, params.handle_validation
-    max_parse_retries = params.max_parse_retries
-    options = params.request_options
-    instruction, guidance, context = params.instruction, params.guidance, params.context
-    names = branch.tools.offered(tools, actions, owner=f"Branch {branch.name or branch.id}")
-    base = build_instruction(
-        instruction, guidance=guidance, context=context, images=images, sender=branch.user
+        fmt = with_fields(fmt, params.field_models, "operate")
+    check_format(fmt)
+    names = branch.tools.offered(
+        params.tools, params.actions, owner=f"Branch {branch.name or branch.id}"
     )
-    fmt = response_format
+    turn = _OperateTurn(branch, params, fmt, names, instruction_for(branch, params))
+    return await run_in_turn(branch, model=params.chat_model, invoke=turn.run, operation="operate")
 
-    async def parse(scope: TurnScope, text: str, reply_class: type[BaseModel]) -> Any:
-        if fmt is None:  # the caller asked for text: a reply without JSON is the answer
+
+@dataclass(slots=True)
+class _Reply:
+    """One answer of the model in an operate turn, recorded with its instruction."""
+
+    reply_class: type[BaseModel] | None
+    text: str
+    requests: list[ActionRequest]
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """The turn's result, chosen by ``handle_validation`` when the answer did not parse."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _OperateTurn:
+    """The steps of one operate turn: ask, read the answer, run the tools, ask again once."""
+
+    branch: Branch
+    params: OperateParams
+    fmt: type[BaseModel] | None
+    names: tuple[str, ...]
+    base: Instruction
+
+    async def run(self, scope: TurnScope) -> Any:
+        model = model_for(scope, self.branch, self.params.chat_model)
+        reply = await self.ask(scope, model)
+        invoked = bool(reply.requests) and self.params.invoke_actions
+        parsed = await self.read(scope, reply, invoked)
+        if isinstance(parsed, _Settled):
+            return parsed.value
+        if isinstance(parsed, BaseModel):
+            reply.requests += _json_requests(
+                self.branch, parsed, record=not self.params.invoke_actions
+            )
+        responses = await self.run_tools(reply.requests)
+        missing = parsed is None if reply.reply_class is not None else not reply.text.strip()
+        if missing and invoked:  # the tool results are recorded: ask for the answer once
+            parsed = await self.answer_after_tools(scope, model, reply)
+            if isinstance(parsed, _Settled):
+                return parsed.value
+        return build_result(self.fmt, parsed, reply.text, reply.requests, responses)
+
+    async def read(self, scope: TurnScope, reply: _Reply, invoked: bool) -> Any:
+        """The reply's answer: parsed as it is, else reformatted (unless tools ran, after
+        which the model is asked again); :class:`_Settled` when ``handle_validation`` chose
+        the result."""
+        if reply.reply_class is None:
+            return None
+        parsed = _try_parse(reply.text, reply.reply_class)
+        if parsed is not None or invoked:
+            return parsed
+        return self.settle(await self.reformat(scope, reply))
+
+    async def answer_after_tools(self, scope: TurnScope, model: iModel, reply: _Reply) -> Any:
+        """Ask once more, without tools, for the answer the recorded tool results should now
+        allow; the reply's text becomes that answer's."""
+        follow = _with_request(
+            Instruction(instruction=_FOLLOW_UP, sender=self.branch.user), reply.reply_class, ()
+        )
+        response = await scope.call_model(
+            self.branch,
+            model,
+            ask=follow,
+            pending=(follow,),
+            response_format=reply.reply_class,
+            options=self.params.request_options,
+        )
+        record_response(self.branch, response, follow)
+        reply.text = response.text
+        if reply.reply_class is None:
+            return None
+        return self.settle(await self.parse(scope, response.text, reply.reply_class))
+
+    async def ask(self, scope: TurnScope, model: iModel) -> _Reply:
+        """The first call: the tools offered natively, or as the JSON protocol's schema."""
+        native = model.supports_native_tools
+        schemas = self.branch.tools.schemas(self.names) if self.names else ()
+        reply_class = reply_model(self.fmt, self.params.reason, bool(schemas) and not native)
+        message = _with_request(self.base, reply_class, () if native else schemas)
+        response = await scope.call_model(
+            self.branch,
+            model,
+            ask=message,
+            pending=(message,),
+            tools=schemas if native else (),
+            response_format=reply_class,
+            options=self.params.request_options,
+        )
+        requests = _record(self.branch, response, message)
+        return _Reply(reply_class, response.text, requests)
+
+    async def reformat(self, scope: TurnScope, reply: _Reply) -> Any:
+        """The answer of a reply that did not parse: refused when only tool calls came back
+        for a structured answer, else reformatted by the parse model."""
+        assert reply.reply_class is not None
+        if reply.requests and not reply.text.strip() and self.fmt is not None:
+            return _missing_answer(self.fmt, self.params.handle_validation, reply.text)
+        return await self.parse(scope, reply.text, reply.reply_class)
+
+    async def parse(self, scope: TurnScope, text: str, reply_class: type[BaseModel]) -> Any:
+        if self.fmt is None:  # the caller asked for text: a reply without JSON is the answer
             return _try_parse(text, reply_class)
         return await parse_in_scope(
-            branch,
+            self.branch,
             scope,
             text,
             reply_class,
-            max_retries=max_parse_retries,
-            handle_validation=handle_validation,
-            parse_model=parse_model,
+            max_retries=self.params.max_parse_retries,
+            handle_validation=self.params.handle_validation,
+            parse_model=self.params.parse_model,
         )
 
-    async def body(scope: TurnScope) -> Any:
-        model = model_for(scope, branch, chat_model)
-        native = model.supports_native_tools
-        schemas = branch.tools.schemas(names) if names else ()
-        reply_class = reply_model(fmt, reason, bool(schemas) and not native)
-        message = _with_request(base, reply_class, () if native else schemas)
-        response = await invoke_model(
-            branch,
-            scope,
-            model,
-            message,
-            recorded=False,
-            tools=schemas if native else (),
-            response_format=reply_class,
-            options=options,
-        )
-        requests = _record(branch, response, message)
-        text = response.text
-        invoked = bool(requests) and invoke_actions
-        parsed: Any = None if reply_class is None else _try_parse(text, reply_class)
-        if parsed is None and reply_class is not None and not invoked:
-            if requests and not text.strip() and fmt is not None:
-                return _missing_answer(fmt, handle_validation, text)
-            parsed = await parse(scope, text, reply_class)
-            if not isinstance(parsed, BaseModel) and fmt is not None:
-                return parsed  # handle_validation chose the text or None
-        if isinstance(parsed, BaseModel):
-            requests += _json_requests(branch, parsed, record=not invoke_actions)
-        responses: list[ActionResponse] = []
-        if requests and invoke_actions:
-            responses = await act_batch(branch, requests, strategy=action_strategy)
-        missing = parsed is None if reply_class is not None else not text.strip()
-        if missing and invoked:  # the tool results are recorded: ask for the answer once
-            follow = _with_request(
-                Instruction(instruction=_FOLLOW_UP, sender=branch.user), reply_class, ()
-            )
-            response = await invoke_model(
-                branch,
-                scope,
-                model,
-                follow,
-                recorded=False,
-                response_format=reply_class,
-                options=options,
-            )
-            record_response(branch, response, follow)
-            text = response.text
-            if reply_class is not None:
-                parsed = await parse(scope, text, reply_class)
-                if not isinstance(parsed, BaseModel) and fmt is not None:
-                    return parsed
-        return build_result(fmt, parsed, text, requests, responses)
+    async def run_tools(self, requests: list[ActionRequest]) -> list[ActionResponse]:
+        if not requests or not self.params.invoke_actions:
+            return []
+        return await act_batch(self.branch, requests, strategy=self.params.action_strategy)
 
-    return await run_in_turn(branch, model=chat_model, invoke=body, operation="operate")
+    def settle(self, parsed: Any) -> Any:
+        """``parsed``, or :class:`_Settled` when it is not a model but a structured answer was
+        asked for (``handle_validation`` chose the text or None)."""
+        if self.fmt is not None and not isinstance(parsed, BaseModel):
+            return _Settled(parsed)
+        return parsed
 
 
 def _missing_answer(fmt: type[BaseModel], handle_validation: HandleValidation, text: str) -> Any:
@@ -206,7 +261,7 @@ def _missing_answer(fmt: type[BaseModel], handle_validation: HandleValidation, t
     )
 
 
-def _json_requests(branch: Branch, parsed: BaseModel, *, record: bool) -> list[ActionRequest]:
+def _json_requests(branch: Conversation, parsed: BaseModel, *, record: bool) -> list[ActionRequest]:
     """The JSON protocol's ``action_requests`` as ActionRequest messages (recorded here only
     when they will not run; ``act`` records what it runs)."""
     asked = getattr(parsed, "action_requests", None) or []

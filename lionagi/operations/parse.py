@@ -9,16 +9,15 @@ from pydantic import BaseModel
 
 from lionagi.errors import ParseError
 from lionagi.operations._extract import validate_into
-from lionagi.operations._model_call import check_usage_limits, retry_hook
 from lionagi.operations._prepare import model_for
 from lionagi.operations.params import HandleValidation
-from lionagi.operations.turn import control_point, run_in_turn
+from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import Instruction, System
 from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ParseParams
-    from lionagi.operations.types import TurnScope
+    from lionagi.operations.types import Conversation, TurnScope
     from lionagi.session.branch import Branch
 
 __all__ = ["HandleValidation", "parse", "parse_in_scope"]
@@ -32,7 +31,7 @@ _REFORMAT_SYSTEM = (
 
 
 async def parse_in_scope(
-    branch: Branch,
+    branch: Conversation,
     scope: TurnScope,
     text: str,
     response_format: type[M],
@@ -52,7 +51,6 @@ async def parse_in_scope(
     schema = response_format.model_json_schema()
     attempt_text = text
     for _ in range(max_retries):
-        await control_point(scope)
         model = model or model_for(scope, branch, parse_model, "parse")
         ask = Instruction(
             instruction=(
@@ -62,14 +60,13 @@ async def parse_in_scope(
             context={"text": attempt_text},
             response_format=schema,
         )
-        check_usage_limits(branch, scope)
-        response = await model.invoke(
-            [System(content=_REFORMAT_SYSTEM), ask],
+        response = await scope.call_model(
+            branch,
+            model,
+            messages=[System(content=_REFORMAT_SYSTEM), ask],
             response_format=schema,
-            on_retry=retry_hook(branch, scope),
-            **(options or {}),
+            options=options,
         )
-        scope.context.record_usage(response.usage, response.attempts)
         attempt_text = response.text
         try:
             return validate_into(attempt_text, response_format)

@@ -14,18 +14,13 @@ resumes that session.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import anyio
 
-from lionagi.operations._model_call import check_usage_limits, retry_hook
-from lionagi.operations._prepare import (
-    apply_context_providers,
-    build_instruction,
-    model_for,
-    request_messages,
-)
+from lionagi.operations._prepare import instruction_for, model_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.events import (
     MessageCommitted,
@@ -45,7 +40,7 @@ from lionagi.protocols.messages import (
 )
 from lionagi.service._segmenter import Segmenter
 from lionagi.service.imodel import iModel
-from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta
+from lionagi.service.types import FinalChunk, ModelResponse, StreamChunk, TextDelta, ToolCallDelta
 
 if TYPE_CHECKING:
     from lionagi.operations.params import RunParams
@@ -107,121 +102,162 @@ def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
 def _turn_body(
     branch: Branch, params: RunParams, *, events: bool
 ) -> Callable[[TurnScope], AsyncIterator[_Item]]:
-    message = build_instruction(
-        params.instruction,
-        guidance=params.guidance,
-        context=params.context,
-        images=params.images,
-        sender=branch.user,
-    )
+    message = instruction_for(branch, params)
 
     def invoke(scope: TurnScope) -> AsyncIterator[_Item]:
-        return _stream_turn(
-            branch,
-            scope,
-            message,
-            params.chat_model,
-            max_tool_rounds=params.max_tool_rounds,
-            session_id=params.session_id,
-            options=params.request_options,
-            events=events,
-        )
+        return _RunTurn(branch, scope, message, params, events).items()
 
     return invoke
 
 
-async def _stream_turn(
-    branch: Branch,
-    scope: TurnScope,
-    instruction: Instruction,
-    chat_model: iModel | None,
-    *,
-    max_tool_rounds: int,
-    session_id: str | None,
-    options: dict[str, Any],
-    events: bool,
-) -> AsyncGenerator[_Item, None]:
-    """The body of the turn: record and yield each message, one model call per round; with
-    ``events``, each message as a :class:`MessageCommitted` among the live events.
+class _RunTurn:
+    """One run turn: each round streams one model call into committed messages, then runs the
+    tools it asked for (models with native tool calls). ``events`` hands out the live events
+    of :func:`stream` instead of the bare messages.
 
-    The instruction is committed (and yielded) together with the first message of the reply:
-    a turn whose model call fails or is cancelled before replying leaves no trace in history.
+    The instruction is committed (and handed out) together with the first message of the
+    reply: a turn whose model call fails or is cancelled before replying leaves no trace in
+    history.
     """
-    model = model_for(scope, branch, chat_model)
-    uncommitted: tuple[Message, ...] = (instruction,)
-    native = model.supports_native_tools
-    tools = branch.tools.schemas() if native and len(branch.tools) else ()
-    tool_rounds = 0
-    while True:
-        await control_point(scope)
-        await apply_context_providers(branch, instruction, scope)
-        resume = session_id or branch._resume_ids.get(model.provider_name)
-        check_usage_limits(branch, scope)
-        chunks = model.stream(
-            request_messages(branch, scope, uncommitted),
-            tools=tools,
-            session_id=resume,
-            on_retry=retry_hook(branch, scope),
-            **options,
-        )
-        segments = Segmenter(model)
-        try:
-            async for chunk in chunks:
-                if events:
-                    delta = _live_event(segments, chunk)
-                    if delta is not None:
+
+    __slots__ = (
+        "branch",
+        "events",
+        "instruction",
+        "native",
+        "params",
+        "rounds_left",
+        "scope",
+        "tools",
+        "uncommitted",
+    )
+
+    def __init__(
+        self,
+        branch: Branch,
+        scope: TurnScope,
+        instruction: Instruction,
+        params: RunParams,
+        events: bool,
+    ) -> None:
+        self.branch = branch
+        self.scope = scope
+        self.instruction = instruction
+        self.params = params
+        self.events = events
+        self.native = False  # the model is resolved when the turn's body starts
+        self.tools: tuple[dict[str, Any], ...] = ()
+        self.uncommitted: tuple[Message, ...] = (instruction,)
+        self.rounds_left = params.max_tool_rounds  # tool rounds this turn may still run
+
+    async def items(self) -> AsyncGenerator[_Item, None]:
+        """The turn's items, one model call a round; holds no cancel scope across a yield."""
+        scope, branch = self.scope, self.branch
+        model = model_for(scope, branch, self.params.chat_model)
+        self.native = native = model.supports_native_tools
+        self.tools = branch.tools.schemas() if native and len(branch.tools) else ()
+        while self.rounds_left >= 0:
+            chunks = await self.open_call(model)
+            segments = Segmenter(model)
+            try:
+                async for chunk in chunks:
+                    if self.events and (delta := _live_event(segments, chunk)) is not None:
                         yield delta
-                for message in segments.feed(chunk):
-                    if uncommitted:  # the first reply: commit the instruction with it
-                        branch.msgs.extend([*uncommitted, message])
-                        uncommitted = ()
-                        yield MessageCommitted(instruction) if events else instruction
-                    else:
-                        branch.msgs.add(message)
-                    if not events:
-                        yield message
-                    else:
-                        yield MessageCommitted(message)
-                        if isinstance(message, ActionRequest) and not native:
-                            yield ToolStarted(message)  # the provider runs its own tools
-                        elif isinstance(message, ActionResponse):
-                            yield ToolFinished(message)
+                    for message in segments.feed(chunk):
+                        for item in self.commit(message):
+                            yield item
+                        await control_point(scope)
                     await control_point(scope)
-                await control_point(scope)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await _aclose(chunks)
-            final = segments.final
-            scope.context.record_usage(segments.usage, 1 if final is None else final.attempts)
+            finally:
+                await self.close_call(chunks, segments)
+            async with aclosing(self.after_call(segments, model.provider_name)) as after:
+                async for item in after:
+                    yield item
+
+    async def close_call(self, chunks: AsyncIterator[StreamChunk], segments: Segmenter) -> None:
+        """Close the model stream (shielded: also when the turn is cancelled) and count the
+        call's usage."""
+        with anyio.CancelScope(shield=True):
+            await _aclose(chunks)
         final = segments.final
-        if uncommitted and final is not None:  # the model replied with nothing at all
-            empty = AssistantResponse(content="", model=final.model, usage=final.usage)
-            branch.msgs.extend([*uncommitted, empty])
-            uncommitted = ()
-            yield MessageCommitted(instruction) if events else instruction
-            yield MessageCommitted(empty) if events else empty
-        if final is not None and final.session_id:
-            branch._resume_ids[model.provider_name] = final.session_id
+        self.scope.context.record_usage(segments.usage, 1 if final is None else final.attempts)
+
+    async def after_call(self, segments: Segmenter, provider: str) -> AsyncGenerator[_Item, None]:
+        """What follows a model call: its end (:meth:`end_call`), then the tools it asked for,
+        run as the next round, or refused past ``max_tool_rounds``. Ends the turn when no tool
+        round follows (``rounds_left`` below zero)."""
+        for item in self.end_call(segments.final, provider):
+            yield item
         pending = segments.unanswered()
-        if not native or not pending:
+        if not self.native or not pending:
+            self.rounds_left = -1
             return
-        if tool_rounds >= max_tool_rounds:
-            refused = [_not_run(request, max_tool_rounds) for request in pending]
-            branch.msgs.extend(refused)  # every request gets its answer, as act would record
-            for response in refused:
-                yield MessageCommitted(response) if events else response
+        if self.rounds_left == 0:
+            self.rounds_left = -1
+            for item in self.refuse(pending):
+                yield item
             return
-        tool_rounds += 1
-        if events:
+        self.rounds_left -= 1
+        if self.events:
             for request in pending:
                 yield ToolStarted(request)
         # act polls control, records the results as one batch, and joins this turn
-        for response in await act_batch(branch, pending):
-            if events:
-                yield MessageCommitted(response)
-                yield ToolFinished(response)
-            else:
-                yield response
+        for response in await act_batch(self.branch, pending):
+            for item in self.handed_out(response):
+                yield item
+
+    async def open_call(self, model: iModel) -> AsyncIterator[StreamChunk]:
+        """Stream the model once, resuming the Branch's last CLI session with its provider."""
+        provider = model.provider_name
+        return await self.scope.stream_model(
+            self.branch,
+            model,
+            ask=self.instruction,
+            pending=self.uncommitted,
+            tools=self.tools,
+            session_id=self.params.session_id or self.branch.resume_ids.get(provider),
+            options=self.params.request_options,
+        )
+
+    def commit(self, message: Message) -> Iterator[_Item]:
+        """Record ``message`` (after the instruction, for the first reply) and hand it out."""
+        if self.uncommitted:
+            self.branch.msgs.extend([*self.uncommitted, message])
+            self.uncommitted = ()
+            yield MessageCommitted(self.instruction) if self.events else self.instruction
+        else:
+            self.branch.msgs.add(message)
+        yield from self.handed_out(message)
+
+    def handed_out(self, message: Message) -> Iterator[_Item]:
+        """What the consumer gets for a recorded message: the message, or its events."""
+        if not self.events:
+            yield message
+            return
+        yield MessageCommitted(message)
+        if isinstance(message, ActionRequest) and not self.native:
+            yield ToolStarted(message)  # the provider runs its own tools
+        elif isinstance(message, ActionResponse):
+            yield ToolFinished(message)
+
+    def end_call(self, final: ModelResponse | None, provider: str) -> Iterator[_Item]:
+        """After a model call: an empty reply for a model that said nothing at all, and the
+        CLI session to resume next time."""
+        if final is None:
+            return
+        if self.uncommitted:
+            yield from self.commit(
+                AssistantResponse(content="", model=final.model, usage=final.usage)
+            )
+        if final.session_id:
+            self.branch.resume_ids[provider] = final.session_id
+
+    def refuse(self, pending: list[ActionRequest]) -> Iterator[_Item]:
+        """Answer the requests past ``max_tool_rounds`` with error results, as act would."""
+        refused = [_not_run(request, self.params.max_tool_rounds) for request in pending]
+        self.branch.msgs.extend(refused)
+        for response in refused:
+            yield from self.handed_out(response)
 
 
 async def _aclose(chunks: AsyncIterator[StreamChunk]) -> None:

@@ -1,15 +1,19 @@
-"""Runtime state of one top-level turn (ADR-0018 D1) and the scope operation bodies receive.
+"""Runtime state of one top-level turn (ADR-0018 D1), the scope operation bodies receive, and
+the part of a Branch operations use.
 
 A :class:`TurnExecutionContext` is created when a top-level turn acquires its Branch and is
 dropped after finalization. It is never serialized. A :class:`TurnScope` is what operation
-bodies get: the shared context plus whether this entry owns the lifecycle.
+bodies get: the shared context plus whether this entry owns the lifecycle; its
+:meth:`~TurnScope.call_model` is the one way an operation calls a model. :class:`Conversation`
+is everything operations read or change on a Branch: public members only (the turn module alone
+keeps the Branch's turn fields).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
@@ -20,19 +24,69 @@ from anyio import TaskInfo
 from lionagi.protocols.messages import Usage
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from lionagi.operations.turn import StepGroup, StreamConsumer
-    from lionagi.protocols.context_providers import ProviderReport
+    from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
+    from lionagi.protocols.messages import Instruction, Message, MessageManager, System
+    from lionagi.protocols.tools import ToolRegistry
     from lionagi.service.imodel import iModel
+    from lionagi.service.types import ModelResponse, StreamChunk
+    from lionagi.service.usage_limits import UsageLimits
     from lionagi.session.control import LoopControl
     from lionagi.session.logs import LogManager
     from lionagi.session.observer import Observer
     from lionagi.session.signal import MessageAdded
 
-__all__ = ["NestedWork", "TaskHandle", "TurnExecutionContext", "TurnPhase", "TurnScope"]
+__all__ = [
+    "Conversation",
+    "NestedWork",
+    "TaskHandle",
+    "TurnExecutionContext",
+    "TurnPhase",
+    "TurnScope",
+]
 
 logger = logging.getLogger("lionagi.turn")
 
 TurnPhase = Literal["active", "finalizing", "closed"]
+
+
+class Conversation(Protocol):
+    """The part of a :class:`~lionagi.session.branch.Branch` that operations use.
+
+    Operation modules read and change a Branch through these members only (a test checks
+    their source); the turn fields (``_turn_lock``, ``_active_turn_context``) belong to
+    :mod:`lionagi.operations.turn`. Nested operations (ReAct's rounds) call the Branch's own
+    methods, so they pass the same parameter contract as a caller's call.
+    """
+
+    @property
+    def id(self) -> UUID: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def system(self) -> System | None: ...
+    @property
+    def msgs(self) -> MessageManager: ...
+    @property
+    def tools(self) -> ToolRegistry: ...
+    @property
+    def chat_model(self) -> iModel | None: ...
+    @property
+    def parse_model(self) -> iModel | None: ...
+    @property
+    def usage_limits(self) -> UsageLimits | None: ...
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def observer(self) -> Observer | None: ...
+    @property
+    def context_providers(self) -> ContextProviderRegistry | None: ...
+    @property
+    def resume_ids(self) -> MutableMapping[str, str]: ...
 
 
 class NestedWork(Protocol):
@@ -182,3 +236,64 @@ class TurnScope:
         from lionagi.operations.turn import start_nested
 
         return start_nested(self, fn, args, name)
+
+    async def call_model(
+        self,
+        branch: Conversation,
+        model: iModel,
+        *,
+        ask: Instruction | None = None,
+        pending: Sequence[Message] = (),
+        messages: Sequence[Message] | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> ModelResponse:
+        """One model call of this turn: poll control, check the usage limits, send, count usage.
+
+        The request is ``messages`` when given (a request outside the conversation, such as
+        parse's reformatting), else the conversation: the Branch's context providers are
+        gathered for ``ask`` (once per turn), and the history plus ``pending`` (this request's
+        messages not recorded yet) is sent. The retried attempts inside the call are signalled
+        as :class:`~lionagi.session.signal.ModelRetry` to observers that want them.
+        Checkpoints; cancelled, nothing of the call is recorded or counted.
+        """
+        from lionagi.operations._model_call import prepare_call
+
+        request, on_retry = await prepare_call(self, branch, ask, pending, messages)
+        response = await model.invoke(
+            request,
+            tools=tools,
+            response_format=response_format,
+            on_retry=on_retry,
+            **(options or {}),
+        )
+        self.context.record_usage(response.usage, response.attempts)
+        return response
+
+    async def stream_model(
+        self,
+        branch: Conversation,
+        model: iModel,
+        *,
+        ask: Instruction,
+        pending: Sequence[Message] = (),
+        tools: Sequence[Mapping[str, Any]] = (),
+        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[StreamChunk]:
+        """:meth:`call_model` for a streamed conversation request: the model's chunk stream,
+        opened after the control point and the usage check. The caller counts its usage with
+        ``scope.context.record_usage`` once the stream is over, and closes it. Checkpoints."""
+        from lionagi.operations._model_call import prepare_call
+
+        request, on_retry = await prepare_call(self, branch, ask, pending, None)
+        return model.stream(
+            request,
+            tools=tools,
+            response_format=response_format,
+            session_id=session_id,
+            on_retry=on_retry,
+            **(options or {}),
+        )

@@ -2,7 +2,8 @@
 
 This module holds the aggregate itself: construction, accessors, cloning and serialization.
 Turns (model calls) are run by :mod:`lionagi.operations.turn`, which uses the private turn
-fields created here; the Branch holds no other turn state.
+fields created here; the Branch holds no other turn state. Operations use the Branch only
+through its public members listed by :class:`lionagi.operations.types.Conversation`.
 """
 
 from __future__ import annotations
@@ -232,6 +233,25 @@ class Branch:
         if self._providers is None:
             self._providers = ContextProviderRegistry()
         return self._providers
+
+    @property
+    def context_providers(self) -> ContextProviderRegistry | None:
+        """The registered context providers, or ``None`` when there are none (unlike
+        :attr:`providers`, reading this never creates the registry)."""
+        registry = self._providers
+        return registry if registry else None
+
+    @property
+    def observer(self) -> Observer | None:
+        """The observer of this Branch's Session (signals, the authorize gate); ``None``
+        outside a Session."""
+        return self._observer
+
+    @property
+    def resume_ids(self) -> dict[str, str]:
+        """The agentic CLI session id per provider name that the next :meth:`run` resumes
+        (kept from the last streamed reply that named one)."""
+        return self._resume_ids
 
     @property
     def session(self) -> Session | None:

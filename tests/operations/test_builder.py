@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 import pytest
 from pydantic import BaseModel
@@ -135,6 +136,27 @@ def test_expand_from_result_strategies() -> None:
         builder.expand_from_result(["a"], src, "chat", strategy="sequential_concurrent_chunk")
     with pytest.raises(FlowError, match="unknown expansion strategy"):
         builder.expand_from_result(["a"], src, "chat", strategy="sideways")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "predecessors", "leaves"),
+    [
+        ("concurrent", [[None]] * 5, [0, 1, 2, 3, 4]),
+        ("sequential", [[None], [0], [1], [2], [3]], [4]),
+        ("sequential_concurrent_chunk", [[None], [None], [0, 1], [0, 1], [2, 3]], [4]),
+        ("concurrent_sequential_chunk", [[None], [0], [None], [2], [None]], [1, 3, 4]),
+    ],
+)
+def test_an_uneven_expansion_links_and_leaves(
+    strategy: str, predecessors: list[list[int | None]], leaves: list[int]
+) -> None:
+    builder = Builder()
+    src = builder.add_operation("chat", node_id="src")
+    kids = builder.expand_from_result(list("abcde"), src, "chat", strategy=strategy, chunk_size=2)
+    named: dict[UUID, int | None] = {src: None, **{kid: i for i, kid in enumerate(kids)}}
+    assert [[named[p] for p in builder.graph.predecessors(k)] for k in kids] == predecessors
+    after = builder.add_aggregation("chat")  # its sources default to the graph's leaves
+    assert sorted(kids.index(p) for p in builder.graph.predecessors(after)) == leaves
 
 
 def test_conditional_branch_shape() -> None:

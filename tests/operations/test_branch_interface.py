@@ -1,0 +1,85 @@
+"""Operations use a Branch only through :class:`~lionagi.operations.types.Conversation`.
+
+Read from the source: every ``branch.<name>`` (or ``self.branch.<name>``) in an operation module
+is a member of the protocol or one of the Branch's operation methods, never a private field. The
+turn module is the one exception: it owns the Branch's turn fields (ADR-0018).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import lionagi.operations
+from lionagi import Branch
+from lionagi.operations.params import OPERATION_PARAMS
+from lionagi.operations.types import Conversation
+from lionagi.testing import FunctionModel
+
+_PACKAGE = Path(lionagi.operations.__file__).parent
+_TURN_MODULE = "turn.py"
+#: what the protocol declares (its members, from the class body)
+_MEMBERS = frozenset(
+    node.name
+    for node in ast.parse(Path(lionagi.operations.types.__file__).read_text(encoding="utf-8")).body
+    if isinstance(node, ast.ClassDef) and node.name == "Conversation"
+    for node in node.body
+    if isinstance(node, ast.FunctionDef)
+)
+_OPERATIONS = frozenset(OPERATION_PARAMS) | {"stream"}
+
+
+def _branch_attributes(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of each attribute read or written on something called ``branch``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        if (isinstance(owner, ast.Name) and owner.id == "branch") or (
+            isinstance(owner, ast.Attribute) and owner.attr == "branch"
+        ):
+            found.append((node.lineno, node.attr))
+    return found
+
+
+def _operation_modules() -> list[Path]:
+    return sorted(p for p in _PACKAGE.glob("*.py") if p.name != _TURN_MODULE)
+
+
+def test_the_protocol_lists_the_members_operations_use() -> None:
+    assert {"msgs", "tools", "observer", "context_providers", "resume_ids"} <= _MEMBERS
+    assert not any(name.startswith("_") for name in _MEMBERS)
+
+
+@pytest.mark.parametrize("module", _operation_modules(), ids=lambda p: p.name)
+def test_operation_modules_use_only_the_conversation_protocol(module: Path) -> None:
+    used = _branch_attributes(module.read_text(encoding="utf-8"))
+    outside = [
+        f"{module.name}:{line} branch.{name}"
+        for line, name in used
+        if name not in _MEMBERS and name not in _OPERATIONS
+    ]
+    assert outside == []
+
+
+def test_the_check_sees_a_private_field() -> None:
+    source = "def f(branch):\n    return branch._observer, self.branch._providers\n"
+    assert _branch_attributes(source) == [(2, "_observer"), (2, "_providers")]
+
+
+async def _note(branch: object, instruction: object) -> str:
+    return "a note"
+
+
+def test_a_branch_implements_the_protocol() -> None:
+    branch = Branch(chat_model=FunctionModel(lambda messages, **options: "ok"))
+    view: Conversation = branch
+    for name in _MEMBERS:
+        getattr(view, name)
+    assert view.context_providers is None  # reading it creates no registry
+    assert view.observer is None
+    branch.providers.register(_note)
+    assert view.context_providers is branch.providers
