@@ -73,42 +73,36 @@ def build_instruction(
     context: JsonValue = None,
     response_format: type[BaseModel] | Mapping[str, Any] | None = None,
     images: Sequence[str] | None = None,
-    tool_schemas: Sequence[Mapping[str, Any]] = (),
     sender: str | None = None,
 ) -> Instruction:
     """An :class:`Instruction` from an operation's validated parameters (before any I/O)."""
     if isinstance(instruction, Instruction):
-        extras = (guidance, context, response_format, images)
-        if all(extra is None for extra in extras) and not tool_schemas:
-            return instruction
-        raise OperationError(
-            "pass either an Instruction object or instruction text with guidance/context/"
-            "response_format/images, not both"
-        )
-    if instruction is None and guidance is None and context is None and not images:
+        return _given_instruction(instruction, guidance, context, response_format, images)
+    asked = {"instruction": instruction, "guidance": guidance, "context": context}
+    if not images and all(value is None for value in asked.values()):
         raise OperationError("nothing to ask: give an instruction, guidance, context or images")
-    check_caller_text(instruction=instruction, guidance=guidance, context=context)
+    check_caller_text(**asked)
     # Only the values given: a message keeps the set of fields it was built with, and seven
     # names instead of one or two make that set (and each Instruction) about 500 bytes larger.
-    fields: dict[str, Any] = {}
-    if instruction is not None:
-        fields["instruction"] = instruction
-    if guidance is not None:
-        fields["guidance"] = guidance
-    if context is not None:
-        fields["context"] = context
+    fields: dict[str, Any] = {k: v for k, v in {**asked, "sender": sender}.items() if v is not None}
     if response_format is not None:
         fields["response_format"] = schema_of(response_format)
     if images:
         fields["images"] = tuple(images)
-    if tool_schemas:
-        fields["tool_schemas"] = tuple(dict(s) for s in tool_schemas)
-    if sender is not None:
-        fields["sender"] = sender
     try:
         return Instruction(**fields)
     except ValueError as exc:  # pydantic: context that is not JSON, and the like
         raise OperationError(f"invalid instruction parameters: {exc}") from None
+
+
+def _given_instruction(instruction: Instruction, *extras: object) -> Instruction:
+    """An Instruction object the caller built, which nothing else may add to."""
+    if any(extra is not None for extra in extras):
+        raise OperationError(
+            "pass either an Instruction object or instruction text with guidance/context/"
+            "response_format/images, not both"
+        )
+    return instruction
 
 
 def instruction_for(

@@ -124,27 +124,38 @@ def to_action_request(item: object, index: int = 0) -> ActionRequest:
     name = item.get("function", item.get("name"))
     if not isinstance(name, str) or not name:
         raise OperationError(f"{where} needs 'function': the tool name as text, got {name!r}")
-    arguments = item.get("arguments", {})
+    arguments = _arguments(where, item.get("arguments"))
+    return ActionRequest(call_id=_call_id(where, item), function=name, arguments=arguments)
+
+
+def _call_id(where: str, item: Mapping[str, Any]) -> str:
+    """A request's ``call_id`` (or ``id``), a new one when it has none."""
+    call_id = item.get("call_id", item.get("id"))
+    if call_id is None:
+        return f"call_{uuid4().hex[:24]}"
+    if not isinstance(call_id, str) or not call_id:
+        raise OperationError(f"{where}: 'call_id' must be non-empty text, got {call_id!r}")
+    return call_id
+
+
+def _arguments(where: str, arguments: object) -> dict[str, Any]:
+    """A request's ``arguments``: an object of named arguments, or JSON text of one."""
     if arguments is None:
-        arguments = {}
+        return {}
     if isinstance(arguments, str):
+        text = arguments
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = json.loads(text) if text.strip() else {}
         except ValueError:
             raise OperationError(
-                f"{where}: 'arguments' is text but not JSON: {arguments[:80]!r}"
+                f"{where}: 'arguments' is text but not JSON: {text[:80]!r}"
             ) from None
     if not isinstance(arguments, Mapping):
         raise OperationError(
             f"{where}: 'arguments' must be an object of named arguments, got "
             f"{type(arguments).__name__}"
         )
-    call_id = item.get("call_id", item.get("id"))
-    if call_id is None:
-        call_id = f"call_{uuid4().hex[:24]}"
-    if not isinstance(call_id, str) or not call_id:
-        raise OperationError(f"{where}: 'call_id' must be non-empty text, got {call_id!r}")
-    return ActionRequest(call_id=call_id, function=name, arguments=dict(arguments))
+    return dict(arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +194,15 @@ async def _run_batch(
         if record:
             branch.msgs.extend([o.response for o in finished])
     if not suppress_errors:
-        for outcome in finished:
-            if outcome.error is not None:
-                raise outcome.error
+        _raise_first_error(finished)
     return [o.response for o in finished]
+
+
+def _raise_first_error(outcomes: list[_Outcome]) -> None:
+    """Raise the first failure, in request order, of a batch that does not suppress them."""
+    for outcome in outcomes:
+        if outcome.error is not None:
+            raise outcome.error
 
 
 async def _run_calls(

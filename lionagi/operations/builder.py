@@ -293,18 +293,11 @@ class OperationGraphBuilder:
         metadata: Mapping[str, Any] | None,
     ) -> OperationNode:
         where = f"node {name!r}" if name else f"node #{len(self.graph) + 1}"
-        if name is not None and (not isinstance(name, str) or not name):
-            raise FlowError(f"node_id must be a non-empty string name, got {name!r}")
-        if name is not None and name in self.graph:
-            raise FlowError(f"node name {name!r} is already used in this graph; names are unique")
+        if name is not None:
+            self._check_name(name)
         validate_operation(operation, params, where)
-        if inherit_context and not deps:
-            raise FlowError(f"{where}: inherit_context=True needs a dependency to inherit from")
-        if inherit_context and branch is not None:
-            raise FlowError(
-                f"{where}: pass either inherit_context=True (continue the dependency's "
-                "branch) or branch=..., not both"
-            )
+        if inherit_context:
+            _check_inherit(where, deps, branch)
         return OperationNode(
             operation=operation,
             parameters=params,
@@ -314,6 +307,12 @@ class OperationGraphBuilder:
             primary_dependency=deps[0] if inherit_context else None,
             metadata=dict(metadata or {}),
         )
+
+    def _check_name(self, name: object) -> None:
+        if not isinstance(name, str) or not name:
+            raise FlowError(f"node_id must be a non-empty string name, got {name!r}")
+        if name in self.graph:
+            raise FlowError(f"node name {name!r} is already used in this graph; names are unique")
 
     def _conditions(
         self,
@@ -367,6 +366,17 @@ class OperationGraphBuilder:
 
 #: The upstream short name.
 Builder = OperationGraphBuilder
+
+
+def _check_inherit(where: str, deps: Sequence[UUID], branch: Any) -> None:
+    """``inherit_context=True`` needs a dependency to continue and no pinned branch."""
+    if not deps:
+        raise FlowError(f"{where}: inherit_context=True needs a dependency to inherit from")
+    if branch is not None:
+        raise FlowError(
+            f"{where}: pass either inherit_context=True (continue the dependency's "
+            "branch) or branch=..., not both"
+        )
 
 
 def _expansion_strategy(

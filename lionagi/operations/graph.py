@@ -151,6 +151,29 @@ def validate_operation(
     A Branch operation is checked against its method signature; a callable against
     ``(branch, **parameters)``. Raises :class:`OperationError` naming the node and the value.
     """
+    _check_operation(operation, where)
+    if "branch" in parameters:
+        raise OperationError(
+            f"{where}: 'branch' is the node's branch, not an operation parameter; pass "
+            "branch= to add_operation"
+        )
+    name = operation if isinstance(operation, str) else getattr(operation, "__name__", "?")
+    signature = _signature(_signature_target(operation))
+    accepts = _accepted_names(operation, signature)
+    unknown = [] if accepts is None else [key for key in parameters if key not in accepts]
+    if unknown:
+        raise OperationError(
+            f"{where}: {name}() has no parameter {', '.join(map(repr, unknown))}; it takes "
+            f"{', '.join(sorted(accepts or ())) or 'no parameters'}"
+        )
+    try:
+        signature.bind(None, **parameters)
+    except TypeError as exc:
+        raise OperationError(f"{where}: {name}() cannot take these parameters: {exc}") from None
+
+
+def _check_operation(operation: object, where: str) -> None:
+    """An operation is a Branch operation's name or a callable."""
     if isinstance(operation, str):
         if operation not in NODE_OPERATIONS:
             known = ", ".join(NODE_OPERATIONS)
@@ -163,29 +186,21 @@ def validate_operation(
             f"{where}: operation must be an operation name or a callable, got "
             f"{type(operation).__name__}"
         )
-    if "branch" in parameters:
-        raise OperationError(
-            f"{where}: 'branch' is the node's branch, not an operation parameter; pass "
-            "branch= to add_operation"
-        )
-    target = _signature_target(operation)
-    name = operation if isinstance(operation, str) else getattr(operation, "__name__", "?")
-    signature = _signature(target)
+
+
+def _accepted_names(
+    operation: str | Callable[..., Any], signature: inspect.Signature
+) -> set[str] | None:
+    """The keywords ``operation`` takes after its Branch; ``None`` for a callable that takes
+    any (``**kwargs``). A Branch method's ``**options`` are its model options."""
     accepted = list(signature.parameters.values())[1:]  # after self / branch
-    if isinstance(operation, str) or not any(p.kind is p.VAR_KEYWORD for p in accepted):
-        accepts = {p.name for p in accepted if p.kind not in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY)}
-        if isinstance(operation, str):  # a Branch method's **options are its model options
-            accepts.update(known_names(OPERATION_PARAMS[operation]))
-        unknown = [key for key in parameters if key not in accepts]
-        if unknown:
-            raise OperationError(
-                f"{where}: {name}() has no parameter {', '.join(map(repr, unknown))}; it takes "
-                f"{', '.join(sorted(accepts)) or 'no parameters'}"
-            )
-    try:
-        signature.bind(None, **parameters)
-    except TypeError as exc:
-        raise OperationError(f"{where}: {name}() cannot take these parameters: {exc}") from None
+    branch_method = isinstance(operation, str)
+    if not branch_method and any(p.kind is p.VAR_KEYWORD for p in accepted):
+        return None
+    names = {p.name for p in accepted if p.kind not in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY)}
+    if isinstance(operation, str):
+        names.update(known_names(OPERATION_PARAMS[operation]))
+    return names
 
 
 class OperationGraph:
@@ -344,25 +359,11 @@ class OperationGraph:
         status = _statuses(result) if result is not None else {}
         key = {node_id: f"n{i}" for i, node_id in enumerate(self.nodes)}
         lines = [f"flowchart {direction}"]
-        for node_id, node in self.nodes.items():
-            text = node.operation_name
-            if node.name is not None:
-                text = f"{node.name}<br/>{text}"
-            lines.append(f'    {key[node_id]}["{_mermaid_text(text)}"]')
-        for edge in self.edges:
-            if edge.condition is None and edge.label is None:
-                lines.append(f"    {key[edge.head]} --> {key[edge.tail]}")
-            else:
-                text = _mermaid_text(edge.label or "if")
-                lines.append(f'    {key[edge.head]} -. "{text}" .-> {key[edge.tail]}')
-        if status:
-            used = set(status.values())
-            for name, style in _MERMAID_STYLES.items():
-                if name in used:
-                    lines.append(f"    classDef {name} {style}")
-            for node_id, state in status.items():
-                if node_id in key and state in _MERMAID_STYLES:
-                    lines.append(f"    class {key[node_id]} {state}")
+        lines += (
+            f'    {key[node_id]}["{_mermaid_label(node)}"]' for node_id, node in self.nodes.items()
+        )
+        lines += (_mermaid_edge(edge, key) for edge in self.edges)
+        lines += _mermaid_classes(status, key)
         return "\n".join(lines) + "\n"
 
     def __repr__(self) -> str:
@@ -381,6 +382,31 @@ _MERMAID_STYLES = {
 
 def _mermaid_text(text: str) -> str:
     return text.replace('"', "#quot;")
+
+
+def _mermaid_label(node: OperationNode) -> str:
+    text = node.operation_name
+    return _mermaid_text(text if node.name is None else f"{node.name}<br/>{text}")
+
+
+def _mermaid_edge(edge: Edge, key: Mapping[UUID, str]) -> str:
+    if edge.condition is None and edge.label is None:
+        return f"    {key[edge.head]} --> {key[edge.tail]}"
+    return f'    {key[edge.head]} -. "{_mermaid_text(edge.label or "if")}" .-> {key[edge.tail]}'
+
+
+def _mermaid_classes(status: Mapping[UUID, str], key: Mapping[UUID, str]) -> list[str]:
+    """The style classes of the states that occur, and each node's class."""
+    used = set(status.values())
+    lines = [
+        f"    classDef {name} {style}" for name, style in _MERMAID_STYLES.items() if name in used
+    ]
+    lines += (
+        f"    class {key[node_id]} {state}"
+        for node_id, state in status.items()
+        if node_id in key and state in _MERMAID_STYLES
+    )
+    return lines
 
 
 def _statuses(result: Mapping[str, Any]) -> dict[UUID, str]:

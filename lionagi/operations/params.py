@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from types import UnionType
 from typing import (
     TYPE_CHECKING,
     Annotated,
@@ -28,7 +29,9 @@ from typing import (
     Literal,
     TypeAlias,
     TypeVar,
+    Union,
     get_args,
+    get_origin,
     get_type_hints,
 )
 
@@ -367,29 +370,48 @@ def bind(cls: type[P], arguments: Mapping[str, Any], *, operation: str | None = 
     """
     name = operation or cls.operation
     values = {k: v for k, v in arguments.items() if k != "self"}
-    given = values.pop("options", None) or {}
-    known = MODEL_OPTION_NAMES if cls.takes_model_options else frozenset()
-    extra = [key for key in given if key not in known]
-    if extra:
-        raise _unknown(cls, name, extra[0])
-    given_as: dict[str, str] = {}  # field -> the alias the caller used
-    for alias, target in cls.aliases.items():
-        if alias in values:
-            value = values.pop(alias)
-            if value is not None:
-                given_as[target] = alias
-                if values.get(target) is not None:
-                    raise OperationError(
-                        f"{name}() got both {target}= and its alias {alias}=; pass one"
-                    )
-                values[target] = value
+    options = _options(cls, name, values.pop("options", None))
+    given_as = _apply_aliases(cls, name, values)
     if cls.instruct_fields:
         _merge_instruct(cls, name, values)
-    values["options"] = _model_options(name, given) if given else {}
+    values["options"] = options
     try:
         return cls.model_validate(values)
     except ValidationError as exc:
         raise _bad_value(cls, name, exc.errors(include_url=False)[0], given_as) from None
+
+
+def _options(
+    cls: type[OperationParams], operation: str, given: Mapping[str, Any] | None
+) -> ModelOptions:
+    """The call's ``**options``, validated: names the operation does not take raise
+    :class:`UnknownParameterError`."""
+    if not given:
+        return {}
+    known = MODEL_OPTION_NAMES if cls.takes_model_options else frozenset()
+    extra = [key for key in given if key not in known]
+    if extra:
+        raise _unknown(cls, operation, extra[0])
+    return _model_options(operation, given)
+
+
+def _apply_aliases(
+    cls: type[OperationParams], operation: str, values: dict[str, Any]
+) -> dict[str, str]:
+    """Move values given by an alias (``imodel=``) to their field; return field -> the alias
+    the caller used, for error messages."""
+    given_as: dict[str, str] = {}
+    for alias, target in cls.aliases.items():
+        value = values.pop(alias, None)
+        if value is None:
+            continue
+        if values.get(target) is not None:
+            raise OperationError(
+                f"{operation}() got both {target}= and its alias {alias}=; pass one"
+            )
+        given_as[target] = alias
+        values[target] = value
+    return given_as
 
 
 def _merge_instruct(cls: type[OperationParams], operation: str, values: dict[str, Any]) -> None:
@@ -400,30 +422,36 @@ def _merge_instruct(cls: type[OperationParams], operation: str, values: dict[str
         instruct, values["instruction"] = first, None  # upstream's ReAct(instruct) positional
     if instruct is None:
         return
-    if isinstance(instruct, Mapping):
-        try:
-            instruct = Instruct.model_validate(dict(instruct))
-        except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in error["loc"])
-            raise OperationError(
-                f"{operation}() got instruct with a bad {where!r}: {error['msg']}; its keys are "
-                f"{', '.join(Instruct.model_fields)}"
-            ) from None
-    if not isinstance(instruct, Instruct):
-        raise OperationError(
-            f"{operation}() got instruct={instruct!r:.80}: expected an Instruct or a dict"
-        )
+    carried = _as_instruct(operation, instruct)
     for field in cls.instruct_fields:
-        carried = getattr(instruct, field)
-        if carried is None:
+        value = getattr(carried, field)
+        if value is None:
             continue
         given = values.get(field)
         if given is not None and given is not False:
             raise OperationError(
                 f"{operation}() got {field}= both directly and in instruct=; pass it once"
             )
-        values[field] = carried
+        values[field] = value
+
+
+def _as_instruct(operation: str, instruct: object) -> Instruct:
+    """``instruct=`` as an :class:`Instruct` (a dict is validated into one)."""
+    if isinstance(instruct, Instruct):
+        return instruct
+    if not isinstance(instruct, Mapping):
+        raise OperationError(
+            f"{operation}() got instruct={instruct!r:.80}: expected an Instruct or a dict"
+        )
+    try:
+        return Instruct.model_validate(dict(instruct))
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise OperationError(
+            f"{operation}() got instruct with a bad {where!r}: {error['msg']}; its keys are "
+            f"{', '.join(Instruct.model_fields)}"
+        ) from None
 
 
 def request_options(options: ModelOptions) -> dict[str, Any]:
@@ -507,23 +535,36 @@ def _bad_value(
     return OperationError(f"{operation}() got {given_as.get(field, field)}={value!r:.80}: {detail}")
 
 
+_PLAIN_NAMES: Mapping[Any, str] = {
+    bool: "True or False",
+    int: "an int",
+    float: "a number",
+    str: "text",
+    None: "None",
+    type(None): "None",
+    JsonValue: "JSON data (dicts, lists, text, numbers, True/False, None)",
+}
+
+
 def _describe(annotation: Any) -> str:
     """A short human reading of a field's type, for error messages."""
     if getattr(annotation, "__metadata__", None) is not None:  # Annotated[T, ...]
         return _describe(annotation.__origin__)
+    try:
+        plain = _PLAIN_NAMES.get(annotation)
+    except TypeError:  # an unhashable annotation
+        plain = None
+    return plain if plain is not None else _describe_generic(annotation)
+
+
+def _describe_generic(annotation: Any) -> str:
     args = get_args(annotation)
-    origin = getattr(annotation, "__origin__", None)
+    origin = get_origin(annotation)
     if origin is Literal:
         return " or ".join(repr(a) for a in args)
-    if annotation is None or annotation is type(None):
-        return "None"
-    if annotation is JsonValue:
-        return "JSON data (dicts, lists, text, numbers, True/False, None)"
-    if args and (origin is None or str(origin) in ("typing.Union", "<class 'types.UnionType'>")):
+    if origin is Union or origin is UnionType:
         return " or ".join(dict.fromkeys(_describe(a) for a in args))
     if origin is type:
         return "a pydantic model class" if args and args[0] is BaseModel else "a class"
     name = getattr(annotation, "__name__", None)
-    if name in ("bool", "int", "float", "str"):
-        return {"bool": "True or False", "int": "an int", "float": "a number", "str": "text"}[name]
     return str(name or annotation).replace("typing.", "")
