@@ -184,6 +184,7 @@ EXPORTS: dict[str, list[str]] = {
         "bind",
         "known_names",
         "request_options",
+        "same_parameters",
     ],
     "lionagi.protocols.tokens": [
         "ApproxTokenCounter",

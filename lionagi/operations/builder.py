@@ -81,15 +81,7 @@ class OperationGraphBuilder:
         """
         deps = self._refs(depends_on)
         params = {**(parameters or {}), **operation_params}
-        node = self._node(
-            operation,
-            params,
-            name=node_id,
-            branch=branch,
-            inherit_context=inherit_context,
-            deps=deps,
-            metadata=metadata,
-        )
+        node = self._node(operation, params, node_id, branch, inherit_context, deps, metadata)
         edge_conditions = self._conditions(deps, condition, conditions)
         self._insert(node, deps, edge_conditions, label=edge_label)
         return node.id
@@ -123,15 +115,8 @@ class OperationGraphBuilder:
                 f"for {len(sources)} sources"
             )
         params = {**(parameters or {}), **operation_params}
-        node = self._node(
-            operation,
-            params,
-            name=node_id,
-            branch=branch,
-            inherit_context=inherit_context,
-            deps=sources[inherit_from_source:] + sources[:inherit_from_source],
-            metadata=metadata,
-        )
+        deps = sources[inherit_from_source:] + sources[:inherit_from_source]
+        node = self._node(operation, params, node_id, branch, inherit_context, deps, metadata)
         node.aggregation = True
         self._insert(node, sources, {}, label=None)
         return node.id
@@ -166,19 +151,14 @@ class OperationGraphBuilder:
         created: list[UUID] = []
         for index, (item, deps) in enumerate(zip(item_list, layout, strict=True)):
             refs = [source if dep is None else created[dep] for dep in deps]
-            node = self._node(
-                operation,
-                self._item_params(item, index, shared_params),
-                name=None,
-                branch=branch,
-                inherit_context=inherit_context,
-                deps=[refs[0] if chain_context else source],
-                metadata={
-                    "expansion_source": source,
-                    "expansion_index": index,
-                    "expansion_strategy": chosen.value,
-                },
-            )
+            params = self._item_params(item, index, shared_params)
+            primary = [refs[0] if chain_context else source]
+            origin = {
+                "expansion_source": source,
+                "expansion_index": index,
+                "expansion_strategy": chosen.value,
+            }
+            node = self._node(operation, params, None, branch, inherit_context, primary, origin)
             self.graph.add_node(node)
             for ref in refs:
                 self.graph.add_edge(ref, node.id, label=None)
@@ -285,13 +265,13 @@ class OperationGraphBuilder:
         self,
         operation: Operation,
         params: dict[str, Any],
-        *,
         name: str | None,
         branch: Any,
         inherit_context: bool,
         deps: Sequence[UUID],
         metadata: Mapping[str, Any] | None,
     ) -> OperationNode:
+        """A checked node: ``deps`` lists the dependency it would inherit from first."""
         where = f"node {name!r}" if name else f"node #{len(self.graph) + 1}"
         if name is not None:
             self._check_name(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from lionagi.errors import OperationError
 from lionagi.operations._prepare import answer_format, instruction_for, model_for
 from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import ActionRequest, AssistantResponse, Instruction, Message
@@ -66,6 +67,11 @@ async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> A
     ``return_ins_res_message``, the instruction and reply messages). Records only if
     ``record``."""
     name = "chat_and_record" if record else "chat"
+    if record and params.return_ins_res_message:
+        raise OperationError(
+            "chat_and_record() returns the reply text; for the instruction and reply "
+            "messages use chat(return_ins_res_message=True)"
+        )
     message = instruction_for(branch, params, answer_format(params, name))
     options = params.request_options
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -47,7 +47,7 @@ from lionagi.operations.operate import (
     _try_parse,
     _with_request,
 )
-from lionagi.operations.params import OperateParams, bind
+from lionagi.operations.params import OperateParams, bind, same_parameters
 from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.react import (
     _FINAL,
@@ -71,36 +71,6 @@ if TYPE_CHECKING:
 __all__ = ["operate_stream", "react_events", "same_parameters"]
 
 logger = logging.getLogger("lionagi.live")
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def same_parameters(
-    of: Callable[Concatenate[Any, P], Any],
-) -> Callable[[Callable[[Any, dict[str, Any]], R]], Callable[Concatenate[Any, P], R]]:
-    """Give a method ``of``'s parameters: the one declared signature serves both.
-
-    The decorated function receives the call's arguments bound to ``of``'s signature with its
-    defaults applied, shaped as ``of``'s ``locals()`` (``self`` and ``options`` included), which
-    is what :func:`~lionagi.operations.params.bind` takes.
-    """
-    signature = inspect.signature(of)
-
-    def decorate(fn: Callable[[Any, dict[str, Any]], R]) -> Callable[Concatenate[Any, P], R]:
-        @functools.wraps(fn)
-        def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            bound = signature.bind(self, *args, **kwargs)
-            bound.apply_defaults()
-            return fn(self, dict(bound.arguments))
-
-        returns = inspect.signature(fn).return_annotation
-        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            return_annotation=returns
-        )
-        return method
-
-    return decorate
 
 
 # -- one streamed model call ----------------------------------------------------------------

@@ -19,14 +19,18 @@ else reaches a request.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from types import UnionType
 from typing import (
     TYPE_CHECKING,
     Annotated,
     Any,
     ClassVar,
+    Concatenate,
     Literal,
+    ParamSpec,
     TypeAlias,
     TypeVar,
     Union,
@@ -75,6 +79,7 @@ __all__ = [
     "bind",
     "known_names",
     "request_options",
+    "same_parameters",
 ]
 
 HandleValidation: TypeAlias = Literal["raise", "return_value", "return_none"]
@@ -285,6 +290,8 @@ class RunParams(_AskParams):
 
 
 P = TypeVar("P", bound=OperationParams)
+R = TypeVar("R")
+PS = ParamSpec("PS")
 
 #: Branch method name -> its parameter class
 OPERATION_PARAMS: Mapping[str, type[OperationParams]] = {
@@ -393,6 +400,35 @@ def _options(
     if extra:
         raise _unknown(cls, operation, extra[0])
     return _model_options(operation, given)
+
+
+def same_parameters(
+    of: Callable[Concatenate[Any, PS], Any],
+) -> Callable[[Callable[[Any, dict[str, Any]], R]], Callable[Concatenate[Any, PS], R]]:
+    """Give a Branch method ``of``'s parameters: the one declared signature serves both
+    (``Branch.stream`` takes ``Branch.run``'s).
+
+    The decorated function receives the call's arguments bound to ``of``'s signature with its
+    defaults applied, shaped as ``of``'s ``locals()`` (``self`` and ``options`` included), which
+    is what :func:`bind` takes. :func:`inspect.signature` and type checkers see ``of``'s
+    parameters; a call that does not fit them raises ``TypeError`` at once.
+    """
+    signature = inspect.signature(of)
+
+    def decorate(fn: Callable[[Any, dict[str, Any]], R]) -> Callable[Concatenate[Any, PS], R]:
+        @functools.wraps(fn)
+        def method(self: Any, /, *args: PS.args, **kwargs: PS.kwargs) -> R:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            return fn(self, dict(bound.arguments))
+
+        returns = inspect.signature(fn).return_annotation
+        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=returns
+        )
+        return method
+
+    return decorate
 
 
 def _apply_aliases(

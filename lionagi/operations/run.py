@@ -14,7 +14,7 @@ resumes that session.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -69,13 +69,7 @@ def run(branch: Branch, params: RunParams) -> TurnStream[Message]:
     ends the turn and closes the provider stream at once. Reply text still
     streaming when the turn stops is not recorded: the history holds whole messages only.
     """
-    body = _turn_body(branch, params, events=False)
-    return stream_in_turn(
-        branch,
-        model=params.chat_model,
-        invoke=lambda scope: cast(AsyncIterator[Message], body(scope)),
-        operation="run",
-    )
+    return cast(TurnStream[Message], _start(branch, params, "run"))
 
 
 def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
@@ -90,24 +84,18 @@ def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
     dropped). Same lifetime contract as :func:`run`: read it in ``async with``; closing it
     mid-reply closes the provider stream at once and records no part of the unfinished reply.
     """
-    body = _turn_body(branch, params, events=True)
-    return stream_in_turn(
-        branch,
-        model=params.chat_model,
-        invoke=lambda scope: cast(AsyncIterator[StreamEvent], body(scope)),
-        operation="stream",
-    )
+    return cast(TurnStream[StreamEvent], _start(branch, params, "stream"))
 
 
-def _turn_body(
-    branch: Branch, params: RunParams, *, events: bool
-) -> Callable[[TurnScope], AsyncIterator[_Item]]:
+def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[_Item]:
+    """The stream turn of :func:`run` (messages) or :func:`stream` (live events)."""
     message = instruction_for(branch, params)
+    events = operation == "stream"
 
     def invoke(scope: TurnScope) -> AsyncIterator[_Item]:
         return _RunTurn(branch, scope, message, params, events).items()
 
-    return invoke
+    return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation=operation)
 
 
 class _RunTurn:

@@ -46,6 +46,7 @@ from lionagi.operations.params import (
     ReActParams,
     RunParams,
     bind,
+    same_parameters,
 )
 from lionagi.operations.params import ToolsArg as OfferedTools
 from lionagi.operations.turn import TurnStream, schedule_message_signal
@@ -357,23 +358,11 @@ class Branch:
         """
         return await _chat.chat(self, bind(ChatParams, locals()))
 
-    async def chat_and_record(
-        self,
-        instruction: str | Instruction | None = None,
-        guidance: str | None = None,
-        context: JsonValue = None,
-        *,
-        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
-        request_fields: RequestFields | None = None,
-        chat_model: iModel | None = None,
-        imodel: iModel | None = None,
-        images: Sequence[str] | None = None,
-        **options: Unpack[ModelOptions],
-    ) -> str:
-        """Like :meth:`chat`, recording the instruction and the reply."""
-        params = bind(
-            ChatParams, {**locals(), "return_ins_res_message": False}, operation="chat_and_record"
-        )
+    @same_parameters(chat)
+    async def chat_and_record(self, arguments: dict[str, Any]) -> str:
+        """Like :meth:`chat` (its parameters), recording the instruction and the reply; returns
+        the reply text (``return_ins_res_message`` belongs to :meth:`chat`)."""
+        params = bind(ChatParams, arguments, operation="chat_and_record")
         text: str = await _chat.chat(self, params, record=True)
         return text
 
@@ -450,7 +439,7 @@ class Branch:
         :func:`lionagi.operations.operate.operate`)."""
         return await _operate.operate(self, bind(OperateParams, locals()))
 
-    @_live.same_parameters(operate)
+    @same_parameters(operate)
     def operate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
         """:meth:`operate` as live events, one stream turn; same parameters. Deltas, the
         structured reply so far, tools started and finished, each committed message, and last a
@@ -622,23 +611,12 @@ class Branch:
             finally:
                 await self.aclose()
 
-    def stream(
-        self,
-        instruction: str | Instruction,
-        guidance: str | None = None,
-        context: JsonValue = None,
-        *,
-        chat_model: iModel | None = None,
-        imodel: iModel | None = None,
-        images: Sequence[str] | None = None,
-        max_tool_rounds: int = 8,
-        session_id: str | None = None,
-        **options: Unpack[ModelOptions],
-    ) -> TurnStream[StreamEvent]:
-        """Stream a :meth:`run` turn as live events: text and tool-call deltas as they arrive,
-        tool starts and finishes, and each committed message (see
+    @same_parameters(run)
+    def stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
+        """Stream a :meth:`run` turn (its parameters) as live events: text and tool-call deltas
+        as they arrive, tool starts and finishes, and each committed message (see
         :func:`lionagi.operations.run.stream`)."""
-        return _run.stream(self, bind(RunParams, locals(), operation="stream"))
+        return _run.stream(self, bind(RunParams, arguments, operation="stream"))
 
     # -- copies and serialization --------------------------------------------------------
     async def aclone(self) -> Branch:

@@ -3,6 +3,7 @@ and nothing unknown reaching a request body (checked on a loopback server's rece
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +43,7 @@ CALLS: dict[str, Call] = {
     "ReAct": lambda b, **kw: b.ReAct("x", **kw),
     "ReActStream": lambda b, **kw: b.ReActStream("x", **kw),
     "run": lambda b, **kw: b.run("x", **kw),
+    "stream": lambda b, **kw: b.stream("x", **kw),
 }
 MODEL_OPS = [name for name in CALLS if name != "act"]
 
@@ -92,6 +94,9 @@ TABLE: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("ReAct", {"reasoning_effort": "low"}, UnknownParameterError, "extra_body="),
     ("act", {"verbose_action": True}, UnknownParameterError, "MessageAdded"),
     ("run", {"stream": True}, UnknownParameterError, "'stream'"),
+    ("stream", {"max_tool_rounds": -1}, OperationError, "stream() got max_tool_rounds=-1"),
+    ("stream", {"temprature": 0.2}, UnknownParameterError, "stream() got an unexpected"),
+    ("chat_and_record", {"return_ins_res_message": True}, OperationError, "returns the reply"),
 ]
 
 
@@ -172,7 +177,7 @@ _REJECTED: list[dict[str, Any]] = [
 
 async def _drive(op: str, branch: Branch, kwargs: dict[str, Any]) -> None:
     result = await _call(op, branch, kwargs)
-    if op in ("run", "ReActStream"):
+    if op in ("run", "stream", "ReActStream"):
         async for _ in result:
             pass
 
@@ -199,7 +204,8 @@ async def _check_wire(op: str, server: ScriptedServer, model: iModel) -> None:
     replies = {"ReAct": [analysis, final], "ReActStream": [analysis, final]}.get(op, [final])
     for text in replies:
         reply = {"role": "assistant", "content": text}
-        server.reply(_sse_reply(text) if op == "run" else Reply(json=completion(reply)))
+        streamed = op in ("run", "stream")
+        server.reply(_sse_reply(text) if streamed else Reply(json=completion(reply)))
     kwargs = dict(_GIVEN)
     if op == "parse":  # parse calls the model only for text it cannot read itself
         branch = Branch(chat_model=model)
@@ -211,6 +217,17 @@ async def _check_wire(op: str, server: ScriptedServer, model: iModel) -> None:
         body = received.json
         assert set(body) - _LIBRARY_KEYS == set(_WIRE_OPTIONS)
         assert {k: body[k] for k in _WIRE_OPTIONS} == _WIRE_OPTIONS
+
+
+@pytest.mark.parametrize(
+    ("method", "source"),
+    [("stream", "run"), ("operate_stream", "operate"), ("chat_and_record", "chat")],
+)
+def test_a_variant_is_declared_with_its_operations_parameters(method: str, source: str) -> None:
+    declared = inspect.signature(getattr(Branch, method))
+    assert declared.parameters == inspect.signature(getattr(Branch, source)).parameters
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        getattr(Branch(), method)("x", None, None, None)  # at the call, before any coroutine
 
 
 def test_every_model_option_is_a_documented_name() -> None:
