@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import anyio
@@ -98,6 +99,7 @@ def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[_Ite
     return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation=operation)
 
 
+@dataclass(slots=True, eq=False)
 class _RunTurn:
     """One run turn: each round streams one model call into committed messages, then runs the
     tools it asked for (models with native tool calls). ``events`` hands out the live events
@@ -108,35 +110,19 @@ class _RunTurn:
     history.
     """
 
-    __slots__ = (
-        "branch",
-        "events",
-        "instruction",
-        "native",
-        "params",
-        "rounds_left",
-        "scope",
-        "tools",
-        "uncommitted",
-    )
+    branch: Branch
+    scope: TurnScope
+    instruction: Instruction
+    params: RunParams
+    events: bool
+    native: bool = False  # the model is resolved when the turn's body starts
+    tools: tuple[dict[str, Any], ...] = ()
+    uncommitted: tuple[Message, ...] = field(init=False)
+    rounds_left: int = field(init=False)  # tool rounds this turn may still run
 
-    def __init__(
-        self,
-        branch: Branch,
-        scope: TurnScope,
-        instruction: Instruction,
-        params: RunParams,
-        events: bool,
-    ) -> None:
-        self.branch = branch
-        self.scope = scope
-        self.instruction = instruction
-        self.params = params
-        self.events = events
-        self.native = False  # the model is resolved when the turn's body starts
-        self.tools: tuple[dict[str, Any], ...] = ()
-        self.uncommitted: tuple[Message, ...] = (instruction,)
-        self.rounds_left = params.max_tool_rounds  # tool rounds this turn may still run
+    def __post_init__(self) -> None:
+        self.uncommitted = (self.instruction,)
+        self.rounds_left = self.params.max_tool_rounds
 
     async def items(self) -> AsyncGenerator[_Item, None]:
         """The turn's items, one model call a round; holds no cancel scope across a yield."""
