@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -55,12 +54,20 @@ from lionagi.operations.react import (
     _check,
     _extension_prompt,
     _report,
+    _round_arguments,
 )
 from lionagi.operations.results import build_result, check_format, reply_model
+from lionagi.operations.run import _aclose
 from lionagi.operations.turn import TurnStream, control_point, stream_in_turn
-from lionagi.protocols.messages import ActionRequest, ActionResponse, Instruction
+from lionagi.protocols.messages import ActionRequest, ActionResponse, Instruction, Usage
 from lionagi.service.errors import ProtocolError
-from lionagi.service.types import FinalChunk, ModelResponse, TextDelta, ToolCallDelta
+from lionagi.service.types import (
+    FinalChunk,
+    ModelResponse,
+    TextDelta,
+    ToolCallDelta,
+    UsageChunk,
+)
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ReActParams
@@ -69,8 +76,6 @@ if TYPE_CHECKING:
     from lionagi.session.branch import Branch
 
 __all__ = ["operate_stream", "react_events", "same_parameters"]
-
-logger = logging.getLogger("lionagi.live")
 
 
 # -- one streamed model call ----------------------------------------------------------------
@@ -112,77 +117,6 @@ class _PartialReply:
         return PartialObjectEvent(data, parsed)
 
 
-class _ModelCall:
-    """One model call of a live turn, streamed: :meth:`events` hands out its deltas, then
-    ``response`` holds the whole reply (nothing is recorded here)."""
-
-    __slots__ = ("response",)
-
-    def __init__(self) -> None:
-        self.response: ModelResponse | None = None
-
-    async def events(
-        self,
-        branch: Branch,
-        scope: TurnScope,
-        model: iModel,
-        instruction: Instruction,
-        *,
-        tools: Sequence[Mapping[str, Any]] = (),
-        response_format: type[BaseModel] | Mapping[str, Any] | None,
-        partial: type[BaseModel] | None,
-        options: Mapping[str, Any],
-    ) -> AsyncGenerator[StreamEvent, None]:
-        chunks = await scope.stream_model(
-            branch,
-            model,
-            ask=instruction,
-            pending=(instruction,),
-            tools=tools,
-            response_format=response_format,
-            options=options,
-        )
-        preview = None if partial is None else _PartialReply(partial)
-        texted = False
-        try:
-            async for chunk in chunks:
-                if isinstance(chunk, TextDelta | FinalChunk):
-                    if isinstance(chunk, TextDelta):
-                        text = chunk.text
-                    else:  # a provider that sent no text deltas: its text as one
-                        self.response = chunk.response
-                        text = "" if texted else chunk.response.text
-                    if text:
-                        texted = True
-                        yield TextDeltaEvent(text)
-                        if preview is not None and (event := preview.add(text)) is not None:
-                            yield event
-                elif isinstance(chunk, ToolCallDelta):
-                    yield ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
-                await control_point(scope)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await _aclose(chunks)
-        response = self.response
-        if response is None:
-            raise ProtocolError(
-                "the model stream ended without its final reply",
-                provider=model.provider_name,
-                model=model.model,
-            )
-        scope.context.record_usage(response.usage, response.attempts)
-
-
-async def _aclose(chunks: AsyncIterator[Any]) -> None:
-    close = getattr(chunks, "aclose", None)
-    if close is None:
-        return
-    try:
-        await close()
-    except Exception:  # ADR-0018 D4: an error from closing is logged, never raised
-        logger.exception("closing a model stream failed")
-
-
 def _committed(branch: Branch, since: int) -> list[StreamEvent]:
     """Events for the messages committed since the history held ``since``: each one, and for a
     tool result its :class:`ToolFinished` after it."""
@@ -205,29 +139,55 @@ async def _ask(
     options: Mapping[str, Any],
     response: list[ModelResponse],
 ) -> AsyncGenerator[StreamEvent, None]:
-    """Stream one model call and commit the instruction with its reply; the reply goes into
-    ``response``."""
-    call = _ModelCall()
-    async with aclosing(
-        call.events(
-            branch,
-            scope,
-            model,
-            instruction,
-            tools=tools,
-            response_format=reply_class,
-            partial=reply_class,
-            options=options,
+    """One model call of a live turn, streamed: its deltas (and previews of ``reply_class``)
+    as they arrive, then the instruction committed with the whole reply, which goes into
+    ``response``. A call that stops early commits nothing."""
+    chunks = await scope.stream_model(
+        branch,
+        model,
+        ask=instruction,
+        pending=(instruction,),
+        tools=tools,
+        response_format=reply_class,
+        options=options,
+    )
+    preview = None if reply_class is None else _PartialReply(reply_class)
+    final: ModelResponse | None = None
+    usage: Usage | None = None
+    texted = False
+    try:
+        async for chunk in chunks:
+            if isinstance(chunk, TextDelta | FinalChunk):
+                if isinstance(chunk, TextDelta):
+                    text = chunk.text
+                else:  # a provider that sent no text deltas: its text as one
+                    final, usage = chunk.response, chunk.response.usage
+                    text = "" if texted else final.text
+                if text:
+                    texted = True
+                    yield TextDeltaEvent(text)
+                    if preview is not None and (update := preview.add(text)) is not None:
+                        yield update
+            elif isinstance(chunk, ToolCallDelta):
+                yield ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
+            elif isinstance(chunk, UsageChunk):
+                usage = chunk.usage
+            await control_point(scope)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _aclose(chunks)
+        scope.context.record_usage(usage, 1 if final is None else final.attempts)
+    if final is None:
+        raise ProtocolError(
+            "the model stream ended without its final reply",
+            provider=model.provider_name,
+            model=model.model,
         )
-    ) as events:
-        async for event in events:
-            yield event
-    assert call.response is not None
     since = len(branch.msgs)
-    record_response(branch, call.response, instruction)  # committed together with its reply
+    record_response(branch, final, instruction)  # committed together with its reply
     for event in _committed(branch, since):
         yield event
-    response.append(call.response)
+    response.append(final)
 
 
 # -- operate ----------------------------------------------------------------------------------
@@ -406,14 +366,7 @@ def _round_params(branch: Branch, params: ReActParams, **given: Any) -> OperateP
     """A ReAct round's ``operate`` parameters, as ``ReAct`` passes them to ``branch.operate``."""
     arguments = {
         **_operate_defaults(branch),
-        "response_format": ReActAnalysis,
-        "tools": params.tools,
-        "actions": True,
-        "reason": True,
-        "chat_model": params.chat_model,
-        "parse_model": params.parse_model,
-        "action_strategy": params.action_strategy,
-        "max_parse_retries": params.max_parse_retries,
+        **_round_arguments(params),
         "options": dict(params.options),
         **given,
     }

@@ -69,10 +69,9 @@ def _extension_prompt(remaining: int) -> str:
     )
 
 
-async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> AsyncIterator[Any]:
-    """Yield each round's analysis, then the final answer (last). Holds no task group or
-    cancel scope across a ``yield``."""
-    common: dict[str, Any] = {
+def _round_arguments(params: ReActParams) -> dict[str, Any]:
+    """What every round passes to ``operate`` besides its instruction and model options."""
+    return {
         "response_format": ReActAnalysis,
         "tools": params.tools,
         "actions": True,
@@ -81,8 +80,13 @@ async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> Asyn
         "parse_model": params.parse_model,
         "action_strategy": params.action_strategy,
         "max_parse_retries": params.max_parse_retries,
-        **params.options,
     }
+
+
+async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> AsyncIterator[Any]:
+    """Yield each round's analysis, then the final answer (last). Holds no task group or
+    cancel scope across a ``yield``."""
+    common: dict[str, Any] = {**_round_arguments(params), **params.options}
     analysis: ReActAnalysis = await branch.operate(
         instruction=params.instruction,
         guidance=params.guidance,

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anyio
-import anyio.to_thread
 import pytest
 from pydantic import BaseModel
 
@@ -31,7 +29,12 @@ from lionagi.service.imodel import iModel
 from lionagi.session.signal import RunEnd
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
 from tests.operations.test_run_providers import call_delta, multiply, openai_model
-from tests.operations.test_stream_events import check_deltas, committed, kinds
+from tests.operations.test_stream_events import (
+    check_deltas,
+    close_at_every_event,
+    committed,
+    kinds,
+)
 from tests.payloads import DONE, USAGE_EVENT, chunk, completion
 from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
 from tests.service.test_anthropic_provider import end_events, start_events, text_block, tool_block
@@ -296,30 +299,15 @@ HANGING = Reply(
 
 @pytest.mark.parametrize("how", ["aclose", "cancel"])
 async def test_operate_stream_closed_at_every_event_commits_nothing(how: str) -> None:
-    for stop_after in range(1, 5):  # two text deltas, each with its preview
-        with ScriptedServer() as server:
-            server.reply(HANGING)
-            model = openai_model(server)
-            branch, rec, _ = observed_branch(chat_model=model)
-            seen: list[StreamEvent] = []
-            with anyio.CancelScope() as scope:
-                async with branch.operate_stream(instruction="go", response_format=Answer) as s:
-                    async for event in s:
-                        seen.append(event)
-                        if len(seen) == stop_after:
-                            if how == "aclose":
-                                await s.aclose()
-                            else:
-                                scope.cancel()
-                                await anyio.lowlevel.checkpoint()
-            assert len(seen) == stop_after
-            closed = await anyio.to_thread.run_sync(server.client_closed.wait, 30.0)
-            assert closed, f"connection left open after {stop_after} event(s)"
-            await model.aclose()
-            assert list(branch.msgs) == []  # no half reply, and no instruction without one
-            assert isinstance(rec.terminals()[0], RunEnd)
-            assert_one_terminal_per_start(rec)
-            assert_idle(branch)
+    # two text deltas, each with its preview; no half reply, and no instruction without one
+    await close_at_every_event(
+        how,
+        HANGING,
+        openai_model,
+        4,
+        open_stream=lambda b: b.operate_stream(instruction="go", response_format=Answer),
+        whole_after=None,
+    )
 
 
 # -- ReActStream(events=True) ----------------------------------------------------------------

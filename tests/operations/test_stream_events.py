@@ -29,6 +29,7 @@ from lionagi import (
     ToolCallDeltaEvent,
     ToolFinished,
     ToolStarted,
+    TurnStream,
 )
 from lionagi.service.imodel import iModel
 from lionagi.session.signal import RunEnd
@@ -161,11 +162,17 @@ HANGING_EVENTS = 6  # 2 text deltas, call delta, Instruction, AssistantResponse,
 
 
 async def close_at_every_event(
-    how: str, reply: Reply, make_model: Callable[[ScriptedServer], iModel], count: int
+    how: str,
+    reply: Reply,
+    make_model: Callable[[ScriptedServer], iModel],
+    count: int,
+    open_stream: Callable[[Branch], TurnStream[StreamEvent]] = lambda b: b.stream("go"),
+    whole_after: int | None = 4,
 ) -> None:
     """Stop a stream turn after each of its first ``count`` events, against a server that
     waits for the client to hang up: the connection is closed and the history holds whole
-    messages only."""
+    messages only: from event ``whole_after`` on the instruction and the text segment that
+    ended when a tool call began, before it nothing."""
     for stop_after in range(1, count + 1):
         with ScriptedServer() as server:
             server.reply(reply)
@@ -173,7 +180,7 @@ async def close_at_every_event(
             branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])
             seen: list[StreamEvent] = []
             with anyio.CancelScope() as scope:
-                async with branch.stream("go") as stream:
+                async with open_stream(branch) as stream:
                     async for event in stream:
                         seen.append(event)
                         if len(seen) == stop_after:
@@ -191,8 +198,9 @@ async def close_at_every_event(
             # before that
             history = list(branch.msgs)
             assert history[: len(committed(seen))] == committed(seen)
+            whole = whole_after is not None and stop_after >= whole_after
             assert [type(m).__name__ for m in history] == (
-                [] if stop_after < 4 else ["Instruction", "AssistantResponse"]
+                ["Instruction", "AssistantResponse"] if whole else []
             )
             check_deltas(seen, finished=False)
             assert isinstance(rec.terminals()[0], RunEnd)
