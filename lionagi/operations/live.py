@@ -25,7 +25,7 @@ import anyio
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
-from lionagi.operations._prepare import build_instruction, model_for
+from lionagi.operations._prepare import answer_format, build_instruction, model_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.chat import record_response
 from lionagi.operations.events import (
@@ -46,7 +46,13 @@ from lionagi.operations.operate import (
     _try_parse,
     _with_request,
 )
-from lionagi.operations.params import OperateParams, bind, same_parameters
+from lionagi.operations.params import (
+    CommunicateParams,
+    HandleValidation,
+    OperateParams,
+    bind,
+    same_parameters,
+)
 from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.react import (
     _FINAL,
@@ -75,7 +81,7 @@ if TYPE_CHECKING:
     from lionagi.service.imodel import iModel
     from lionagi.session.branch import Branch
 
-__all__ = ["operate_stream", "react_events", "same_parameters"]
+__all__ = ["communicate_stream", "operate_stream", "react_events", "same_parameters"]
 
 
 # -- one streamed model call ----------------------------------------------------------------
@@ -431,21 +437,81 @@ async def _react_rounds(
 async def _final_answer(
     branch: Branch, scope: TurnScope, params: ReActParams
 ) -> AsyncGenerator[StreamEvent, None]:
-    """``communicate``'s steps for the final answer, streamed."""
+    """The final answer, as ``ReAct`` asks it with ``communicate``."""
     fmt = params.response_format
-    message = build_instruction(_FINAL, response_format=fmt, sender=branch.user)
-    model = model_for(scope, branch, params.chat_model)
-    replies: list[ModelResponse] = []
     async with aclosing(
-        _ask(
+        _communicate_events(
             branch,
             scope,
-            model,
-            message,
-            reply_class=fmt,
+            build_instruction(_FINAL, response_format=fmt, sender=branch.user),
+            fmt,
+            chat_model=params.chat_model,
+            parse_model=params.parse_model,
+            max_retries=params.max_parse_retries,
+            handle_validation="raise",
+            as_dict=False,
             options=params.request_options,
-            response=replies,
         )
+    ) as events:
+        async for event in events:
+            yield event
+
+
+# -- communicate ------------------------------------------------------------------------------
+def communicate_stream(branch: Branch, params: CommunicateParams) -> TurnStream[StreamEvent]:
+    """:func:`~lionagi.operations.communicate.communicate` as live events, one stream turn:
+    the reply's text deltas (with a :class:`PartialObjectEvent` after each one that changed a
+    ``response_format`` reply), the instruction and the reply committed, then a
+    :class:`ResultEvent` holding what ``communicate`` returns (reformatting by the parse model
+    is not streamed). Lifetime as :func:`operate_stream`."""
+    fmt = answer_format(params, "communicate_stream")
+    response_format = fmt if isinstance(fmt, type) else None  # communicate takes classes only
+    message = build_instruction(
+        params.instruction,
+        guidance=params.guidance,
+        context=params.context,
+        response_format=response_format,
+        images=params.images,
+        sender=branch.user,
+    )
+
+    def invoke(scope: TurnScope) -> AsyncIterator[StreamEvent]:
+        return _communicate_events(
+            branch,
+            scope,
+            message,
+            response_format,
+            chat_model=params.chat_model,
+            parse_model=params.parse_model,
+            max_retries=params.num_parse_retries,
+            handle_validation=params.handle_validation,
+            as_dict=params.request_fields is not None,
+            options=params.request_options,
+        )
+
+    return stream_in_turn(
+        branch, model=params.chat_model, invoke=invoke, operation="communicate_stream"
+    )
+
+
+async def _communicate_events(
+    branch: Branch,
+    scope: TurnScope,
+    message: Instruction,
+    fmt: type[BaseModel] | None,
+    *,
+    chat_model: iModel | None,
+    parse_model: iModel | None,
+    max_retries: int,
+    handle_validation: HandleValidation,
+    as_dict: bool,
+    options: Mapping[str, Any],
+) -> AsyncGenerator[StreamEvent, None]:
+    """``communicate``'s steps with the model call streamed."""
+    model = model_for(scope, branch, chat_model)
+    replies: list[ModelResponse] = []
+    async with aclosing(
+        _ask(branch, scope, model, message, reply_class=fmt, options=options, response=replies)
     ) as events:
         async for event in events:
             yield event
@@ -453,13 +519,13 @@ async def _final_answer(
     if fmt is None:
         yield ResultEvent(text)
         return
-    yield ResultEvent(
-        await parse_in_scope(
-            branch,
-            scope,
-            text,
-            fmt,
-            max_retries=params.max_parse_retries,
-            parse_model=params.parse_model,
-        )
+    parsed = await parse_in_scope(
+        branch,
+        scope,
+        text,
+        fmt,
+        max_retries=max_retries,
+        handle_validation=handle_validation,
+        parse_model=parse_model,
     )
+    yield ResultEvent(parsed.model_dump() if as_dict and isinstance(parsed, BaseModel) else parsed)

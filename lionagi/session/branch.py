@@ -401,6 +401,15 @@ class Branch:
         ``response_format``."""
         return await _communicate.communicate(self, bind(CommunicateParams, locals()))
 
+    @same_parameters(communicate)
+    def communicate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
+        """:meth:`communicate` as live events, one stream turn; same parameters. Text deltas,
+        the structured reply so far, the committed messages, and last a
+        :class:`~lionagi.operations.events.ResultEvent` holding what ``communicate`` returns
+        (see :func:`lionagi.operations.live.communicate_stream`)."""
+        params = bind(CommunicateParams, arguments, operation="communicate_stream")
+        return _live.communicate_stream(self, params)
+
     async def interpret(
         self,
         text: str,

@@ -375,3 +375,44 @@ async def test_react_events_instructions_are_the_plain_ones(server: ScriptedServ
     assert "analysis" in first.response_format["properties"]
     assert final.response_format is None
     assert [r.value for r in results(events)][-1] == "42."
+
+
+# -- communicate_stream ----------------------------------------------------------------------
+async def test_communicate_stream_matches_communicate(server: ScriptedServer) -> None:
+    server.reply(text_reply(*ANSWER_PIECES), whole(*ANSWER_PIECES))
+    model = openai_model(server)
+    branch, rec, _ = observed_branch(chat_model=model)
+    events = await collect(branch.communicate_stream("6 x 7?", response_format=Answer))
+    assert kinds(events) == [
+        *["TextDeltaEvent", "PartialObjectEvent"] * len(ANSWER_PIECES),
+        "Instruction",
+        "AssistantResponse",
+        "ResultEvent",
+    ]
+    check_deltas(events)
+    assert list(branch.msgs) == committed(events)
+    [result] = results(events)
+    assert result.value == Answer(answer="forty-two", confidence=0.9)
+
+    plain = observed_branch(chat_model=model)[0]
+    assert await plain.communicate("6 x 7?", response_format=Answer) == result.value
+    assert without_ids(list(plain.msgs)) == without_ids(list(branch.msgs))
+    await model.aclose()
+    assert isinstance(rec.terminals()[0], RunEnd)
+    assert_idle(branch)
+
+
+async def test_communicate_stream_of_text_and_of_request_fields(server: ScriptedServer) -> None:
+    server.reply(text_reply("Six times seven ", "is 42."), text_reply(*ANSWER_PIECES))
+    model = openai_model(server)
+    branch = Branch(chat_model=model)
+    text = await collect(branch.communicate_stream("6 x 7?"))
+    assert not [e for e in text if isinstance(e, PartialObjectEvent)]  # no format, no previews
+    assert results(text)[0].value == "Six times seven is 42."
+    fields = await collect(
+        branch.communicate_stream("6 x 7?", request_fields=["answer", "confidence"])
+    )
+    await model.aclose()
+    check_deltas(fields)
+    assert results(fields)[0].value == {"answer": "forty-two", "confidence": 0.9}
+    assert list(branch.msgs) == committed(text) + committed(fields)
