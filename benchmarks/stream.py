@@ -146,8 +146,9 @@ PER_DELTA_NOTE = (
     "group when nothing in it can start nested work would remove most of the difference."
 )
 FIRST_NOTE = (
-    "The first event of a stream turn pays the turn's start: the FIFO lock, the turn context, "
-    "the first step's task group, the request history and RunStart."
+    "The first event of a stream turn pays the turn's start: validating the call's parameters, "
+    "the FIFO lock, the turn context, the first step's task group, the request history and "
+    "RunStart; the direct path pays only the model stream's own start."
 )
 
 
