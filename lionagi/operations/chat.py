@@ -83,7 +83,9 @@ async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> A
             return message, _reply_message(response)
         return response.text
 
-    return await run_in_turn(branch, model=params.chat_model, invoke=body, operation=name)
+    return await run_in_turn(
+        branch, model=params.chat_model, invoke=body, operation=name, nests=False
+    )
 
 
 async def ask(

@@ -44,4 +44,6 @@ async def communicate(branch: Branch, params: CommunicateParams) -> Any:
         )
         return parsed.model_dump() if as_dict and isinstance(parsed, BaseModel) else parsed
 
-    return await run_in_turn(branch, model=params.chat_model, invoke=body, operation="communicate")
+    return await run_in_turn(
+        branch, model=params.chat_model, invoke=body, operation="communicate", nests=False
+    )

@@ -41,7 +41,7 @@ from uuid import UUID, uuid4
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import EventLoopToken, current_token
+from anyio.lowlevel import EventLoopToken, cancel_shielded_checkpoint, current_token
 
 from lionagi import _instrument
 from lionagi._compat import spawn_detached, spawn_threadsafe
@@ -124,9 +124,10 @@ def _unwrap(outcome: StepOutcome[T]) -> T:
 @dataclass(slots=True, eq=False)
 class StepGroup:
     """The task group of one step (or of one call that joined a stream turn between items):
-    nested work and message deliveries started there are its children."""
+    nested work started there is its children. ``group`` is None for a step run without one
+    (an operation that starts no nested work, on a Branch with no observer or provider)."""
 
-    group: TaskGroup
+    group: TaskGroup | None
     task_id: int  # the task that opened it; alive (so the id is unique) while the group is open
     started: set[TaskHandle] = field(default_factory=set)
     open: bool = True
@@ -230,6 +231,12 @@ def start_nested(
         raise TurnFinalizingError(
             f"turn {context.turn_id} is {context.phase}; nested work can only start while "
             "the turn is active, from a step of the turn"
+        )
+    if step.group is None:
+        raise ConfigurationError(
+            f"turn {context.turn_id} ({context.operation}) runs without a task group: this "
+            "operation starts no nested work; start it from a turn body of your own "
+            "(run_in_turn) or in a task group you own"
         )
     task = step.group.start_soon(_run_nested_task, context, fn, args, name, name=name)
     handle = TaskHandle(task, name)
@@ -389,8 +396,10 @@ async def _in_step_group(
     body: Callable[[], Awaitable[T]],
     *,
     ends_turn: bool,
+    grouped: bool = True,
 ) -> StepOutcome[T]:
-    """Run ``body`` in a task group that owns the nested work and message signals it starts.
+    """Run ``body`` in a task group that owns the nested work it starts (``grouped``), or
+    without one for a step that cannot start nested work (see :func:`run_in_turn`).
 
     On the way out, unfinished nested work is cancelled and awaited and message signals are
     drained, shielded from cancellation. The body's exception (or a cancellation delivered at the
@@ -398,45 +407,71 @@ async def _in_step_group(
     first moves the turn to "finalizing", which closes nested entry and control.
     """
     context = scope.context
-    owner = scope.owns_lifecycle
-    value: T | None = None
-    error: BaseException | None = None
     step: StepGroup | None = None
+    outcome: StepOutcome[T] | None = None
+    error: BaseException | None = None
     try:
-        async with anyio.create_task_group() as group:
-            step = StepGroup(group, anyio.get_current_task().id)
-            token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
-            traced = None if _instrument.tracer is None else _instrument.turn_step(branch, context)
-            try:
-                if owner:
-                    context.step_group = step
-                try:
-                    value = await body()
-                except BaseException as exc:  # handed back to the caller, re-raised after cleanup
-                    error = exc
-                if owner and (ends_turn or error is not None):
-                    context.phase = "finalizing"
-                # the owner's step ends all nested work of the turn; a joined call ends its own
-                pending: set[Any] = context.nested_tasks if owner else step.started
-                if pending:  # skip the shielded scope when idle
-                    mine = () if owner else tuple(step.started)
-                    with anyio.CancelScope(shield=True):
-                        await _cancel_and_join(pending)
-                        context.nested_tasks.difference_update(mine)
-                if context.signals_pending:
-                    await _drain_signals(context)
-            finally:
-                _active_turn_var.reset(token)
-                if traced is not None:  # a joined call's failure is not the turn's
-                    _instrument.turn_step_done(traced, error if owner else None, ends_turn)
+        if grouped:
+            async with anyio.create_task_group() as group:
+                step = StepGroup(group, anyio.get_current_task().id)
+                outcome = await _run_step(branch, scope, step, body, ends_turn)
+        else:
+            step = StepGroup(None, anyio.get_current_task().id)
+            outcome = await _run_step(branch, scope, step, body, ends_turn)
+            if outcome.error is not None:
+                # the event loop holds a cancellation it delivered (with its traceback, so the
+                # turn's frames) until the task next yields; a task group's exit would yield here
+                await cancel_shielded_checkpoint()
     except BaseException as exc:  # a cancellation delivered at the task group's exit
-        if error is None:
-            error = exc
+        error = exc
     finally:
         if step is not None:
             step.open = False
-            if owner and context.step_group is step:
+            if scope.owns_lifecycle and context.step_group is step:
                 context.step_group = None
+    try:
+        if outcome is not None and (outcome.error is not None or error is None):
+            return outcome  # the body's own error wins over one raised at the group's exit
+        return StepOutcome(None if outcome is None else outcome.value, error)
+    finally:
+        error = outcome = None  # this frame is in the error's traceback: no cycle through it
+
+
+async def _run_step(
+    branch: Branch,
+    scope: TurnScope,
+    step: StepGroup,
+    body: Callable[[], Awaitable[T]],
+    ends_turn: bool,
+) -> StepOutcome[T]:
+    context = scope.context
+    owner = scope.owns_lifecycle
+    value: T | None = None
+    error: BaseException | None = None
+    token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
+    traced = None if _instrument.tracer is None else _instrument.turn_step(branch, context)
+    try:
+        if owner:
+            context.step_group = step
+        try:
+            value = await body()
+        except BaseException as exc:  # handed back to the caller, re-raised after cleanup
+            error = exc
+        if owner and (ends_turn or error is not None):
+            context.phase = "finalizing"
+        # the owner's step ends all nested work of the turn; a joined call ends its own
+        pending: set[Any] = context.nested_tasks if owner else step.started
+        if pending:  # skip the shielded scope when idle
+            mine = () if owner else tuple(step.started)
+            with anyio.CancelScope(shield=True):
+                await _cancel_and_join(pending)
+                context.nested_tasks.difference_update(mine)
+        if context.signals_pending:
+            await _drain_signals(context)
+    finally:
+        _active_turn_var.reset(token)
+        if traced is not None:  # a joined call's failure is not the turn's
+            _instrument.turn_step_done(traced, error if owner else None, ends_turn)
     try:
         return StepOutcome(value, error)
     finally:
@@ -526,7 +561,12 @@ class _Turn:
         return cls(branch, context, lock)
 
     async def step(
-        self, body: Callable[[], Awaitable[T]], *, first: bool, ends_turn: bool
+        self,
+        body: Callable[[], Awaitable[T]],
+        *,
+        first: bool,
+        ends_turn: bool,
+        grouped: bool = True,
     ) -> StepOutcome[T]:
         """Run one step of the turn (the first one emits ``RunStart`` before the body)."""
 
@@ -535,7 +575,9 @@ class _Turn:
                 await self._emit_start()
             return await body()
 
-        return await _in_step_group(self.branch, self.scope, run, ends_turn=ends_turn)
+        return await _in_step_group(
+            self.branch, self.scope, run, ends_turn=ends_turn, grouped=grouped
+        )
 
     async def finish(
         self,
@@ -639,6 +681,7 @@ async def run_in_turn(
     invoke: Callable[[TurnScope], Awaitable[T]],
     role: ModelRole = "chat",
     operation: str | None = None,
+    nests: bool = True,
 ) -> T:
     """Run ``invoke(scope)`` as a turn of ``branch`` and return its result unchanged.
 
@@ -648,13 +691,21 @@ async def run_in_turn(
     model for this turn only. Cancel-safe: cancelled while waiting, nothing happened; cancelled
     after the start, the turn ends with ``RunFailed`` (shielded finalization) and the
     cancellation propagates.
+
+    ``nests=False`` declares that the body starts no nested work (no ``scope.start_soon``).
+    When the Branch also has no observer and no context provider (no user code runs inside the
+    turn that could), the turn runs without a task group, which is what an anyio task group
+    costs a short turn; ``scope.start_soon`` then raises ConfigurationError.
     """
     entry, nested = _classify(branch)
     if nested is not None:
         return await _run_nested(branch, entry, nested, lambda: invoke(nested))
     turn = await _Turn.begin(branch, model, role, operation)
+    grouped = nests or branch._observer is not None or bool(branch._providers)
     try:
-        outcome = await turn.step(lambda: invoke(turn.scope), first=True, ends_turn=True)
+        outcome = await turn.step(
+            lambda: invoke(turn.scope), first=True, ends_turn=True, grouped=grouped
+        )
         await turn.finish(outcome)
     finally:
         turn.release()

@@ -10,16 +10,20 @@ import anyio
 import pytest
 from anyio.lowlevel import checkpoint
 
+from lionagi.errors import ConfigurationError
 from lionagi.operations.turn import (
     TurnFinalizingError,
     _active_turn_var,
     control_point,
+    current_scope,
     run_in_turn,
     stream_in_turn,
 )
 from lionagi.operations.types import TurnScope
 from lionagi.protocols.messages import Instruction, System
+from lionagi.session.branch import Branch
 from lionagi.session.control import LoopBreak, LoopDirective, StopStream, check_control
+from lionagi.session.session import Session
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart
 from lionagi.testing import FunctionModel
 from tests.helpers import (
@@ -838,3 +842,74 @@ async def test_a_message_from_nested_work_shutting_down_is_signalled_before_the_
     turn_id = rec.starts()[0].turn_id
     assert rec.kinds() == ["RunStart", "MessageAdded", "RunEnd"]
     assert rec.messages()[0].turn_id == turn_id
+
+
+# -- turns without a task group -----------------------------------------------------------------
+def _group_probe(branch_ref: list[Any], seen: list[bool]) -> FunctionModel:
+    """A model that records whether the turn calling it has a task group for nested work."""
+
+    def reply(messages: Any, **options: Any) -> str:
+        context = branch_ref[0]._active_turn_context
+        assert context is not None
+        assert context.step_group is not None
+        seen.append(context.step_group.group is not None)
+        return "ok"
+
+    return FunctionModel(reply)
+
+
+async def _block(branch: Any, instruction: Any) -> str:
+    return "block"
+
+
+@pytest.mark.parametrize("setup", ["plain", "observer", "provider"])
+async def test_chat_runs_without_a_task_group_only_when_nothing_can_start_nested_work(
+    setup: str,
+) -> None:
+    """chat, chat_and_record and communicate start no nested work; with no observer handler or
+    context provider running user code inside the turn they need no task group."""
+    branch_ref: list[Any] = []
+    seen: list[bool] = []
+    model = _group_probe(branch_ref, seen)
+    if setup == "observer":
+        branch = Session().new_branch(chat_model=model)
+    else:
+        branch = Branch(chat_model=model)
+    if setup == "provider":
+        branch.providers.register(_block, name="p")
+    branch_ref.append(branch)
+    await branch.chat("a")
+    await branch.chat_and_record("b")
+    await branch.communicate("c")
+    assert seen == [setup != "plain"] * 3
+    assert_idle(branch)
+
+
+async def test_a_custom_turn_body_keeps_its_task_group() -> None:
+    branch = Branch(chat_model=echo_model())
+
+    async def body(scope: TurnScope) -> str:
+        handle = scope.start_soon(_value, scope)
+        return str(await handle.wait())
+
+    assert await run_in_turn(branch, model=None, invoke=body) == "value"
+    assert_idle(branch)
+
+
+async def test_nested_work_in_a_turn_without_a_task_group_is_refused_clearly() -> None:
+    branch = Branch()
+    refused: list[str] = []
+
+    def reply(messages: Any, **options: Any) -> str:
+        scope = current_scope(branch)
+        assert scope is not None
+        with pytest.raises(ConfigurationError, match="without a task group") as caught:
+            scope.start_soon(checkpoint)
+        refused.append(str(caught.value))
+        return "ok"
+
+    branch.chat_model = FunctionModel(reply)
+    assert await branch.chat("a") == "ok"
+    assert len(refused) == 1
+    assert "(chat)" in refused[0]
+    assert_idle(branch)
