@@ -6,6 +6,8 @@ The hook points are
 - the turn driver: :func:`turn_step` / :func:`turn_step_done` around every step of a turn (a
   coroutine turn has one, a stream turn one per item) and :func:`turn_closed` when the turn
   releases its Branch;
+- ``Session.flow`` / ``flow_stream`` through :func:`flow` around the whole run (its nodes' turns
+  nest under it);
 - ``iModel.invoke`` through :func:`invoke`, ``iModel.stream`` through :func:`stream`;
 - each tool call of ``act`` through :func:`tool_call`.
 
@@ -17,7 +19,7 @@ installs the OpenTelemetry tracer. Nothing here imports OpenTelemetry.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -29,12 +31,15 @@ if TYPE_CHECKING:
     from lionagi.service.imodel import iModel
     from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
     from lionagi.session.branch import Branch
+    from lionagi.session.flow import _Flow
     from lionagi.session.logs import LogManager
 
 __all__ = [
+    "FlowTrace",
     "StepTrace",
     "Tracer",
     "TurnTrace",
+    "flow",
     "install",
     "invoke",
     "stream",
@@ -62,6 +67,14 @@ class TurnTrace(Protocol):
     def close(self) -> None: ...
 
 
+class FlowTrace(Protocol):
+    """What a tracer returns for one run of a flow; ``done`` is called once, in the task that
+    ran the flow, with how it ended, its exception (None unless it raised) and the number of
+    nodes per outcome (``completed``, ``failed``, ``skipped``, ``cancelled``)."""
+
+    def done(self, status: str, error: BaseException | None, counts: Mapping[str, int]) -> None: ...
+
+
 class Tracer(Protocol):
     """What an installed tracer implements (see ``lionagi.otel`` for the OpenTelemetry one).
 
@@ -70,6 +83,11 @@ class Tracer(Protocol):
     """
 
     def turn_step(self, branch: Branch, context: TurnExecutionContext) -> StepTrace: ...
+
+    def flow(self, flow: _Flow) -> FlowTrace:
+        """Start of a flow run, in the task running it (the nodes' tasks are started from it,
+        so a tracer may make the flow's span current for the whole run)."""
+        ...
 
     async def model_call(
         self,
@@ -117,6 +135,13 @@ def turn_closed(context: TurnExecutionContext) -> None:
     """The turn released its Branch (a no-op unless a tracer saw the turn)."""
     if context.trace is not None:
         context.trace.close()
+
+
+# -- flows --------------------------------------------------------------------------------------
+def flow(run: _Flow) -> FlowTrace:
+    """Start of a flow run; call only while a tracer is installed (check ``tracer`` first)."""
+    assert tracer is not None
+    return tracer.flow(run)
 
 
 # -- model calls --------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ span per model call (GenAI semantic-convention attributes) and per tool call::
     ├── execute_tool add      gen_ai.tool.name, gen_ai.tool.call.id
     └── chat gpt-4o-mini
 
+A run of ``Session.flow`` / ``flow_stream`` is a ``flow`` span (``lionagi.flow_id``, node and
+edge counts, and at its end the number of nodes per outcome) with each node's turn under it.
+
 The turn's span is the current span while each step of the turn runs, so spans made inside it
 (a tool's own, a flow node's turns, an HTTP client's) nest under it, on asyncio and trio alike;
 a turn started under a span of yours nests under that one. A failed turn or call ends with
@@ -25,7 +28,7 @@ lionagi's hook points cost one global read each.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
     from lionagi.service.imodel import iModel
     from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
     from lionagi.session.branch import Branch
+    from lionagi.session.flow import _Flow
 
 __all__ = ["LionagiTracer", "instrument", "is_instrumented", "uninstrument"]
 
@@ -128,6 +132,29 @@ class _Step:
             self.turn.span.set_status(Status(StatusCode.OK))
 
 
+class _FlowSpan:
+    """The span of one flow run, current in the flow's task (and so in every node's task,
+    which starts from it) until ``done``."""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.token = otel_context.attach(trace.set_span_in_context(span))
+
+    def done(self, status: str, error: BaseException | None, counts: Mapping[str, int]) -> None:
+        otel_context.detach(self.token)
+        span = self.span
+        span.set_attribute("lionagi.flow.status", status)
+        for outcome, count in counts.items():
+            span.set_attribute(f"lionagi.flow.{outcome}", count)
+        if error is not None:
+            _fail(span, error)
+        else:
+            span.set_status(Status(StatusCode.OK))
+        span.end()
+
+
 class LionagiTracer:
     """The OpenTelemetry implementation of lionagi's instrumentation interface."""
 
@@ -156,6 +183,22 @@ class LionagiTracer:
             )
             turn = context.trace = _TurnSpan(span)
         return _Step(turn)
+
+    # -- flows ---------------------------------------------------------------------------------
+    def flow(self, flow: _Flow) -> _FlowSpan:
+        graph = flow.graph
+        attributes: dict[str, Any] = {
+            "lionagi.flow_id": str(flow.flow_id),
+            "lionagi.flow.nodes": len(graph),
+            "lionagi.flow.edges": len(graph.edges),
+            "lionagi.flow.parallel": not flow.sequential,
+        }
+        if flow.max_concurrent is not None:
+            attributes["lionagi.flow.max_concurrent"] = flow.max_concurrent
+        if graph.name:
+            attributes["lionagi.flow.graph"] = graph.name
+        span = self.tracer.start_span("flow", kind=SpanKind.INTERNAL, attributes=attributes)
+        return _FlowSpan(span)
 
     # -- model calls -----------------------------------------------------------------------------
     def _model_span(self, model: iModel, request: ModelRequest, streaming: bool) -> Span:

@@ -26,6 +26,7 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 from pydantic_core import to_jsonable_python
 
+from lionagi import _instrument
 from lionagi.errors import ConfigurationError, FlowError
 from lionagi.operations.graph import OperationGraph, OperationNode
 from lionagi.operations.turn import run_in_turn
@@ -177,9 +178,12 @@ class _Flow:
     # -- the run -------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
         started = time.perf_counter()
-        await self._emit(FlowStart(flow_id=self.flow_id, node_count=len(self.order)))
+        # traced: the flow's span is current from here on, so every node's turn nests under it
+        traced = None if _instrument.tracer is None else _instrument.flow(self)
         status: Literal["completed", "failed", "cancelled"] = "completed"
+        error: BaseException | None = None
         try:
+            await self._emit(FlowStart(flow_id=self.flow_id, node_count=len(self.order)))
             if self.sequential:
                 for node_id in self.order:
                     await self._execute(node_id)
@@ -190,11 +194,11 @@ class _Flow:
             if self.failure is not None:
                 status = "failed"
                 raise self.failure
-        except anyio.get_cancelled_exc_class():
-            status = "cancelled"
+        except anyio.get_cancelled_exc_class() as exc:
+            status, error = "cancelled", exc
             raise
-        except BaseException:
-            status = "failed"
+        except BaseException as exc:
+            status, error = "failed", exc
             raise
         finally:
             counts = {s: 0 for s in ("completed", "failed", "skipped", "cancelled")}
@@ -207,8 +211,13 @@ class _Flow:
                 duration_ms=(time.perf_counter() - started) * 1000.0,
                 **counts,
             )
-            with anyio.CancelScope(shield=True):
-                await self._emit(end)
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._emit(end)
+            finally:
+                if traced is not None:
+                    traced.done(status, error, counts)
+                error = None  # no exception -> traceback -> this frame -> exception cycle
         return self._result()
 
     async def _dispatch(self) -> None:

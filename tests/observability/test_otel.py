@@ -243,9 +243,8 @@ async def test_concurrent_turns_under_a_caller_span_each_get_their_own_subtree(
     assert len(traced.spans()) == 1 + 3 * 4
 
 
-async def test_a_three_node_flow_gives_one_turn_span_per_node_with_its_op_id(
-    traced: Traced,
-) -> None:
+def three_nodes() -> tuple[Session, Builder, list[str]]:
+    """first -> second -> third (operate with a tool) on one branch."""
     session = Session()
     session.new_branch(name="main", chat_model=adder(), tools=[add])
     builder = Builder()
@@ -254,21 +253,133 @@ async def test_a_three_node_flow_gives_one_turn_span_per_node_with_its_op_id(
     third = builder.add_operation(
         "operate", node_id="third", depends_on=[second], instruction="add", actions=True
     )
-    tracer = traced.provider.get_tracer("test")
-    with tracer.start_as_current_span("request"):
-        result = await session.flow(builder.get_graph())
-    assert result["failed_operations"] == {}
+    return session, builder, [str(first), str(second), str(third)]
+
+
+def assert_three_node_tree(traced: Traced, op_ids: list[str]) -> ReadableSpan:
+    """request -> flow -> one turn per node (in order, with its op_id) -> its model and tool
+    calls; returns the flow span."""
     [request] = traced.named("request")
-    turns = traced.children(request)
-    op_ids = [t.attributes["lionagi.op_id"] for t in turns]  # type: ignore[index]
-    assert op_ids == [str(first), str(second), str(third)]
+    [flow] = traced.children(request)
+    assert flow.name == "flow"
+    assert flow.status.status_code is StatusCode.OK
+    attributes = dict(flow.attributes or {})
+    assert attributes["lionagi.flow.nodes"] == 3
+    assert attributes["lionagi.flow.edges"] == 2
+    assert attributes["lionagi.flow.status"] == "completed"
+    assert attributes["lionagi.flow.completed"] == 3
+    assert attributes["lionagi.flow.failed"] == 0
+    turns = traced.children(flow)
+    assert [t.attributes["lionagi.op_id"] for t in turns] == op_ids  # type: ignore[index]
     assert [t.name for t in turns] == ["turn chat", "turn chat", "turn operate"]
     assert [s.name for s in traced.children(turns[0])] == ["chat function"]
+    assert [s.name for s in traced.children(turns[1])] == ["chat function"]
     assert [s.name for s in traced.children(turns[2])] == [
         "chat function",
         "execute_tool add",
         "chat function",
     ]
+    assert len(traced.spans()) == 1 + 1 + 3 + 1 + 1 + 3
+    return flow
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_a_three_node_flow_is_a_flow_span_over_one_turn_span_per_node(
+    traced: Traced, parallel: bool
+) -> None:
+    session, builder, op_ids = three_nodes()
+    tracer = traced.provider.get_tracer("test")
+    with tracer.start_as_current_span("request"):
+        result = await session.flow(builder.get_graph(), parallel=parallel)
+    assert result["failed_operations"] == {}
+    flow = assert_three_node_tree(traced, op_ids)
+    assert flow.attributes is not None
+    assert flow.attributes["lionagi.flow.parallel"] is parallel
+
+
+async def test_a_flow_streams_events_under_its_flow_span(traced: Traced) -> None:
+    session, builder, op_ids = three_nodes()
+    tracer = traced.provider.get_tracer("test")
+    with tracer.start_as_current_span("request"):
+        async with session.flow_stream(builder.get_graph()) as events:
+            seen = [event.operation_id async for event in events]
+    assert seen == op_ids
+    assert_three_node_tree(traced, op_ids)
+
+
+async def test_concurrent_nodes_each_get_their_own_turn_under_the_flow(traced: Traced) -> None:
+    """Three independent nodes run at once on forks of one branch: each turn is a child of
+    the flow span and owns its own model calls."""
+    session = Session()
+    session.new_branch(name="main", chat_model=adder(), tools=[add])
+    builder = Builder()
+    for name in ("a", "b", "c"):
+        builder.add_operation("operate", node_id=name, instruction="add", actions=True)
+    result = await session.flow(builder.get_graph())
+    assert result["failed_operations"] == {}
+    [flow] = traced.named("flow")
+    assert flow.parent is None
+    turns = traced.children(flow)
+    assert len({t.attributes["lionagi.branch_id"] for t in turns}) == 3  # type: ignore[index]
+    for turn in turns:
+        assert [s.name for s in traced.children(turn)] == [
+            "chat function",
+            "execute_tool add",
+            "chat function",
+        ]
+
+
+async def test_a_cancelled_flow_ends_its_span_and_its_running_turn_as_cancelled(
+    traced: Traced,
+) -> None:
+    entered = anyio.Event()
+
+    async def hang(messages: Sequence[Message], **options: Any) -> str:
+        entered.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    session = Session()
+    session.new_branch(name="main", chat_model=FunctionModel(hang))
+    builder = Builder()
+    first = builder.add_operation("chat", node_id="first", instruction="wait")
+    builder.add_operation("chat", node_id="second", depends_on=[first], instruction="never")
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.flow, builder.get_graph())
+        await entered.wait()
+        group.cancel_scope.cancel()
+
+    [flow] = traced.named("flow")
+    [turn] = traced.children(flow)
+    [call] = traced.children(turn)
+    for span in (flow, turn, call):
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.status.description == "cancelled"
+        assert span.attributes is not None
+        assert span.attributes["error.type"] == "cancelled"
+    assert flow.attributes is not None
+    assert flow.attributes["lionagi.flow.status"] == "cancelled"
+    assert flow.attributes["lionagi.flow.cancelled"] == 1
+
+
+async def test_a_fail_fast_flow_records_the_failure_on_its_span(traced: Traced) -> None:
+    def broken(messages: Sequence[Message], **options: Any) -> str:
+        raise RuntimeError("provider down")
+
+    session = Session()
+    session.new_branch(name="main", chat_model=FunctionModel(broken))
+    builder = Builder()
+    builder.add_operation("chat", node_id="only", instruction="x")
+    with pytest.raises(RuntimeError):
+        await session.flow(builder.get_graph(), fail_fast=True)
+    [flow] = traced.named("flow")
+    assert flow.status.status_code is StatusCode.ERROR
+    assert [e.name for e in flow.events] == ["exception"]
+    assert flow.attributes is not None
+    assert flow.attributes["lionagi.flow.status"] == "failed"
+    assert flow.attributes["lionagi.flow.failed"] == 1
+    [turn] = traced.children(flow)
+    assert turn.status.status_code is StatusCode.ERROR
 
 
 async def test_a_tools_own_spans_nest_under_its_tool_span(traced: Traced) -> None:
