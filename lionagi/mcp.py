@@ -18,28 +18,36 @@ asyncio and trio. A server that crashes or closes the connection fails the calls
 (and every later call) with :class:`~lionagi.errors.McpError`; it never leaves a turn waiting.
 Cancelling a tool call (a cancelled turn, a tool ``timeout``) cancels the MCP request: the SDK
 sends the server ``notifications/cancelled``.
+
+A server whose tools change tells its clients (``notifications/tools/list_changed``, or an
+event on a ``subscriptions/listen`` stream on protocol 2026-07-28): the tools loaded with
+:meth:`McpServer.load_tools` (``Branch.load_mcp_tools``) are then listed again and the
+registry they were loaded into is brought up to date -- new tools added, changed ones
+replaced, removed ones unregistered.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, JsonValue, SecretStr, ValidationError, create_model
 
 from lionagi.errors import ActionError, ConfigurationError, McpError, ToolArgumentError
-from lionagi.protocols.tools import Tool
+from lionagi.protocols.tools import Tool, ToolRegistry
 
 try:
     import jsonschema
     import mcp
     import mcp.types as mcp_types
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.client.subscriptions import ListenNotSupportedError
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("MCP tools need the 'mcp' extra: pip install 'lionagi[mcp]'") from exc
@@ -67,6 +75,10 @@ class McpServer:
     tool listing. An instance may be entered again after it was left, never twice at once.
     """
 
+    #: the SDK's connect mode: "auto" negotiates the newest protocol both sides speak;
+    #: "legacy" forces the pre-2026 initialize handshake (the tests use it on one instance)
+    _protocol_mode: Literal["auto", "legacy"] = "auto"
+
     def __init__(
         self,
         transport: _TransportSpec,
@@ -86,6 +98,13 @@ class McpServer:
         self._closing = anyio.Event()
         self._broken: McpError | None = None
         self._inflight: set[anyio.CancelScope] = set()
+        # following the server's tool changes (see load_tools)
+        self._watchers: anyio.abc.TaskGroup | None = None
+        self._listening = False
+        self._stale = anyio.Event()
+        self._follows: list[_Follow] = []
+        self._tools_version = 0
+        self._relisted = anyio.Event()
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
@@ -215,12 +234,20 @@ class McpServer:
                 with anyio.CancelScope(
                     deadline=anyio.current_time() + self.connect_timeout
                 ) as deadline:
-                    client = mcp.Client(self._spec.transport(stack), raise_exceptions=False)
-                    async with client:
+                    client = mcp.Client(
+                        self._spec.transport(stack),
+                        raise_exceptions=False,
+                        message_handler=self._on_message,
+                        mode=self._protocol_mode,
+                    )
+                    async with client, anyio.create_task_group() as watchers:
                         deadline.deadline = math.inf
                         connected = True
+                        self._watchers = watchers
+                        watchers.start_soon(self._relist_when_stale)
                         task_status.started(client)
                         await self._closing.wait()
+                        watchers.cancel_scope.cancel()
                 if deadline.cancelled_caught and not connected:
                     raise McpError(
                         f"MCP server {self.name!r} did not finish starting within "
@@ -268,7 +295,13 @@ class McpServer:
         if tg is None:
             return
         self._closing.set()
-        await tg.__aexit__(exc_type, exc, tb)
+        try:
+            await tg.__aexit__(exc_type, exc, tb)
+        finally:
+            self._watchers = None
+            self._listening = False
+            self._follows.clear()
+            self._stale = anyio.Event()
 
     # -- tools -----------------------------------------------------------------------------
     async def list_tools(
@@ -283,6 +316,60 @@ class McpServer:
         local}``); ``prefix`` is put before every local name (to keep two servers' tools
         apart). Raises :class:`McpError` when a listed name is not offered by the server.
         Checkpoints; cancel-safe (nothing is registered anywhere)."""
+        listed = await self._listed()
+        wanted = _wanted(names)
+        if wanted is not None:
+            offered = {t.name for t in listed}
+            missing = [n for n in wanted if n not in offered]
+            if missing:
+                raise McpError(
+                    f"MCP server {self.name!r} offers no tool {', '.join(map(repr, missing))}; "
+                    f"it offers: {', '.join(sorted(offered)) or '(none)'}"
+                )
+        return self._tools_of(listed, prefix, wanted)
+
+    async def load_tools(
+        self,
+        registry: ToolRegistry,
+        *,
+        prefix: str = "",
+        names: Sequence[str] | Mapping[str, str] | None = None,
+        update: bool = False,
+        follow_changes: bool = True,
+    ) -> tuple[McpTool, ...]:
+        """List the server's tools (as :meth:`list_tools`) and register them in ``registry``,
+        all or none (``update=True`` replaces tools of the same name).
+
+        With ``follow_changes`` (the default) the registry follows the server while the
+        ``async with`` block lasts: when the server says its tools changed they are listed
+        again, new ones registered, changed ones replaced and removed ones unregistered (a
+        tool of the same name registered from elsewhere is left alone, with a warning in
+        the ``"lionagi.mcp"`` log). The server keeps only a weak reference to the registry.
+        Checkpoints; cancel-safe (a cancelled listing registers nothing)."""
+        if follow_changes:
+            await self._listen_for_changes()  # first, so no change after the listing is missed
+        tools = await self.list_tools(prefix=prefix, names=names)
+        registry.register_many(tools, update=update)
+        if follow_changes:
+            self._follows.append(_Follow(registry, prefix, _wanted(names), tools))
+        return tools
+
+    @property
+    def tools_version(self) -> int:
+        """How many times the tools were listed again after the server said they changed
+        (during this ``async with`` block and earlier ones)."""
+        return self._tools_version
+
+    async def wait_for_tools(self, version: int) -> int:
+        """Wait until :attr:`tools_version` is past ``version`` (a value read earlier): the
+        followed registries are then up to date with the change. Returns the new version.
+        Checkpoints; cancel-safe."""
+        while self._tools_version <= version:
+            await self._relisted.wait()
+        return self._tools_version
+
+    async def _listed(self) -> list[mcp_types.Tool]:
+        """Every tool the server lists (all pages)."""
         client = self._require()
         listed: list[mcp_types.Tool] = []
         cursor: str | None = None
@@ -300,26 +387,107 @@ class McpServer:
             ) from None
         except Exception as exc:
             raise self._failure("listing tools", exc) from exc
-        wanted: Mapping[str, str] | None
-        if names is None:
-            wanted = None
-        elif isinstance(names, Mapping):
-            wanted = dict(names)
-        else:
-            wanted = {n: n for n in names}
-        if wanted is not None:
-            offered = {t.name for t in listed}
-            missing = [n for n in wanted if n not in offered]
-            if missing:
-                raise McpError(
-                    f"MCP server {self.name!r} offers no tool {', '.join(map(repr, missing))}; "
-                    f"it offers: {', '.join(sorted(offered)) or '(none)'}"
-                )
-            listed = [t for t in listed if t.name in wanted]
+        return listed
+
+    def _tools_of(
+        self, listed: Sequence[mcp_types.Tool], prefix: str, wanted: Mapping[str, str] | None
+    ) -> tuple[McpTool, ...]:
         return tuple(
             McpTool(self, t, name=prefix + (t.name if wanted is None else wanted[t.name]))
             for t in listed
+            if wanted is None or t.name in wanted
         )
+
+    # -- following tool changes ------------------------------------------------------------
+    async def _on_message(self, message: Any) -> None:
+        """The SDK's message handler: a tools list-changed notification (sent by the server,
+        or teed from a ``subscriptions/listen`` event) marks the tools stale."""
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._stale.set()
+        await anyio.lowlevel.checkpoint()
+
+    async def _listen_for_changes(self) -> None:
+        """On protocol 2026-07-28 change events come only on a ``subscriptions/listen``
+        stream: open one (once per connection) and wait for the server's acknowledgment, so
+        no change after this returns is missed. Earlier protocols notify without asking."""
+        client, watchers = self._client, self._watchers
+        if self._listening or client is None or watchers is None:
+            return
+        tools = client.server_capabilities.tools
+        if tools is None or not tools.list_changed:
+            return
+        self._listening = True
+        with anyio.move_on_after(self.connect_timeout) as waited:
+            await watchers.start(self._listen, client)
+        if waited.cancelled_caught:
+            _log.info(
+                "MCP server %r did not acknowledge a tool-change subscription within %gs; "
+                "not following its tool changes",
+                self.name,
+                self.connect_timeout,
+            )
+
+    async def _listen(self, client: mcp.Client, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Hold the listen stream; its events reach :meth:`_on_message` through the SDK.
+        Raises nothing but cancellation (a failure here must not end the session's task)."""
+        started = False
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                started = True
+                async for _ in subscription:
+                    self._stale.set()
+        except ListenNotSupportedError:
+            pass  # an earlier protocol: the server notifies without a stream
+        except Exception as exc:
+            _log.info("MCP server %r: not following tool changes: %s", self.name, _describe(exc))
+        finally:
+            if not started:
+                task_status.started()
+
+    async def _relist_when_stale(self) -> None:
+        """The session's watcher: list the tools again each time they went stale and update
+        every followed registry. Raises nothing but cancellation."""
+        while True:
+            await self._stale.wait()
+            self._stale = anyio.Event()
+            self._follows = [f for f in self._follows if f.registry() is not None]
+            if self._follows:
+                try:
+                    listed = await self._listed()
+                except McpError as exc:
+                    _log.warning("MCP server %r: could not list changed tools: %s", self.name, exc)
+                    continue
+                for follow in self._follows:
+                    self._apply(follow, listed)
+            self._tools_version += 1
+            self._relisted.set()
+            self._relisted = anyio.Event()
+
+    def _apply(self, follow: _Follow, listed: Sequence[mcp_types.Tool]) -> None:
+        registry = follow.registry()
+        if registry is None:
+            return
+        wanted = follow.wanted
+        kept = [t for t in listed if wanted is None or t.name in wanted]
+        fresh = {tool.name: tool for tool in self._tools_of(kept, follow.prefix, wanted)}
+        mine = follow.tools
+        for name, old in mine.items():
+            if name not in fresh and name in registry and registry[name] is old:
+                registry.remove(name)
+        applied: dict[str, McpTool] = {}
+        for name, tool in fresh.items():
+            if name in registry and registry[name] is not mine.get(name):
+                _log.warning(
+                    "MCP server %r offers a new tool %r, but a tool of that name is already "
+                    "registered from elsewhere; keeping that one",
+                    self.name,
+                    name,
+                )
+                continue
+            registry.register(tool, update=True)
+            applied[name] = tool
+        follow.tools = applied
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> JsonValue:
         """Call the server's tool ``name`` and return its result as JSON data.
@@ -376,6 +544,34 @@ class McpServer:
         if isinstance(exc, ValidationError):
             return McpError(f"MCP server {self.name!r} sent a malformed reply to {doing}: {exc}")
         return McpError(f"MCP server {self.name!r} failed {doing}: {_describe(exc)}")
+
+
+class _Follow:
+    """A registry that follows the server's tools: how they were selected, and the tools of
+    this server it holds."""
+
+    __slots__ = ("prefix", "registry", "tools", "wanted")
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        prefix: str,
+        wanted: Mapping[str, str] | None,
+        tools: Sequence[McpTool],
+    ) -> None:
+        self.registry = weakref.ref(registry)
+        self.prefix = prefix
+        self.wanted = wanted
+        self.tools = {tool.name: tool for tool in tools}
+
+
+def _wanted(names: Sequence[str] | Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """``names`` as ``{remote: local}`` (None: every tool under its own name)."""
+    if names is None:
+        return None
+    if isinstance(names, Mapping):
+        return dict(names)
+    return {n: n for n in names}
 
 
 class McpTool(Tool):

@@ -195,7 +195,7 @@ class ToolRegistry:
     ``branch.tools`` dict did; ``get(name)`` raises :class:`ToolNotFoundError` for an unknown
     name rather than returning None."""
 
-    __slots__ = ("_tools",)
+    __slots__ = ("__weakref__", "_tools")
 
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
         self._tools: dict[str, Tool] = {}

@@ -305,15 +305,19 @@ class Branch:
         prefix: str = "",
         names: Sequence[str] | Mapping[str, str] | None = None,
         update: bool = False,
+        follow_changes: bool = True,
     ) -> tuple[Tool, ...]:
         """List a connected MCP server's tools and register them (all or none).
 
         ``names`` keeps only some tools (a mapping renames them, ``{remote: local}``) and
         ``prefix`` goes before every name; see :meth:`lionagi.mcp.McpServer.list_tools`. The
-        tools call the server only while its ``async with`` block is open. Checkpoints;
-        cancel-safe (a cancelled listing registers nothing)."""
-        tools = await server.list_tools(prefix=prefix, names=names)
-        return self._tools.register_many(tools, update=update)
+        tools call the server only while its ``async with`` block is open; with
+        ``follow_changes`` the Branch's tools follow the server's when it says they changed
+        (see :meth:`lionagi.mcp.McpServer.load_tools`). Checkpoints; cancel-safe (a
+        cancelled listing registers nothing)."""
+        return await server.load_tools(
+            self._tools, prefix=prefix, names=names, update=update, follow_changes=follow_changes
+        )
 
     # -- models --------------------------------------------------------------------------
     @property

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 logging.getLogger("mcp").setLevel(logging.CRITICAL)  # failing tools are part of the tests
 server = MCPServer("lionagi-test")
@@ -44,6 +44,40 @@ def lookup(key: str) -> dict[str, Any]:
 def fail(reason: str) -> str:
     """Always fails with the given reason."""
     raise ValueError(f"refused: {reason}")
+
+
+@server.tool()
+def headers(ctx: Context) -> dict[str, str]:
+    """The request's ``x-test-*`` and ``authorization`` headers (none over stdio)."""
+    seen = ctx.headers or {}
+    return {k: v for k, v in seen.items() if k.startswith("x-test-") or k == "authorization"}
+
+
+@server.tool()
+async def grow(tool: str, ctx: Context) -> str:
+    """Adds a tool ``tool`` (doubles a number) and tells the client its tools changed: as a
+    ``subscriptions/listen`` event (protocol 2026-07-28) and as the earlier protocols'
+    ``notifications/tools/list_changed``."""
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    server.add_tool(double, name=tool, description="Double a number.")
+    await _tools_changed(ctx)
+    return tool
+
+
+@server.tool()
+async def shrink(tool: str, ctx: Context) -> str:
+    """Removes the tool ``tool`` and tells the client, as :func:`grow` does."""
+    server.remove_tool(tool)
+    await _tools_changed(ctx)
+    return tool
+
+
+async def _tools_changed(ctx: Context) -> None:
+    await ctx.notify_tools_changed()  # reaches subscriptions/listen streams (2026-07-28)
+    await ctx.session.send_tool_list_changed()  # reaches clients of the earlier protocols
 
 
 @server.tool()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
+from typing import Literal
 
 import anyio
 import pytest
+from pydantic import SecretStr
 
 from lionagi.errors import (
     ActionError,
@@ -241,6 +244,103 @@ def test_headers_are_secret() -> None:
     server = McpServer.http("http://127.0.0.1:1/mcp", headers={"Authorization": "Bearer s3cr3t"})
     assert "s3cr3t" not in repr(server)
     assert "s3cr3t" not in repr(vars(server) if hasattr(server, "__dict__") else server)
+
+
+# -- HTTP headers ------------------------------------------------------------------------------
+@pytest.mark.parametrize("transport", ["http"])
+async def test_headers_reach_the_server_with_every_call(make_server: MakeServer) -> None:
+    branch = Branch()
+    headers = {"Authorization": "Bearer s3cr3t", "X-Test-Tenant": SecretStr("acme")}
+    async with make_server(headers=headers) as server:
+        await branch.load_mcp_tools(server, names=["headers"])
+        first, second = await branch.act([call("headers"), call("headers")])
+    assert (
+        first.output == second.output == {"authorization": "Bearer s3cr3t", "x-test-tenant": "acme"}
+    )
+
+
+@pytest.mark.parametrize("transport", ["http"])
+async def test_without_headers_none_are_added(make_server: MakeServer) -> None:
+    async with make_server() as server:
+        assert await server.call_tool("headers", {}) == {}
+
+
+# -- the server's tools change ------------------------------------------------------------------
+# The SDK's pre-2026 streamable HTTP client leaves its response streams to the garbage
+# collector on trio (a ResourceWarning on every connection, with or without tool changes), so
+# the earlier protocols are checked over stdio.
+@pytest.mark.parametrize(
+    ("transport", "protocol"), [("stdio", "auto"), ("http", "auto"), ("stdio", "legacy")]
+)
+async def test_the_registry_follows_tools_the_server_adds_and_removes(
+    make_server: MakeServer, protocol: Literal["auto", "legacy"]
+) -> None:
+    """``auto`` negotiates protocol 2026-07-28 (a ``subscriptions/listen`` stream), ``legacy``
+    the earlier ones (``notifications/tools/list_changed``)."""
+    branch = Branch()
+    server = make_server()
+    server._protocol_mode = protocol
+    async with server:
+        await branch.load_mcp_tools(server)
+        assert "double" not in branch.tools
+        version = server.tools_version
+        await branch.act(call("grow", tool="double"))
+        version = await server.wait_for_tools(version)
+        assert isinstance(branch.tools["double"], McpTool)
+        doubled = await branch.act(call("double", x=21))
+        assert doubled.output == {"result": 42}
+        await branch.act(call("shrink", tool="double"))
+        await server.wait_for_tools(version)
+        assert "double" not in branch.tools
+        assert "add" in branch.tools
+
+
+@pytest.mark.parametrize("transport", ["stdio"])  # the registry rules are ours
+async def test_only_following_registries_change_and_never_anothers_tool(
+    make_server: MakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    def double(x: int) -> int:
+        """A tool of the Branch's own."""
+        return -x
+
+    selected, prefixed, fixed, own = Branch(), Branch(), Branch(), Branch(tools=[double])
+    async with make_server() as server:
+        await selected.load_mcp_tools(server, names=["add", "grow"])
+        await prefixed.load_mcp_tools(server, prefix="s_")
+        await fixed.load_mcp_tools(server, follow_changes=False)
+        await own.load_mcp_tools(server)
+        before = {b: b.tools.names for b in (selected, prefixed, fixed, own)}
+        version = server.tools_version
+        with caplog.at_level(logging.WARNING, logger="lionagi.mcp"):
+            await selected.act(call("grow", tool="double"))
+            await server.wait_for_tools(version)
+        assert selected.tools.names == before[selected]  # only the tools it named
+        assert prefixed.tools.names == (*before[prefixed], "s_double")
+        assert fixed.tools.names == before[fixed]  # not following
+        assert own.tools.names == before[own]
+        assert own.tools["double"].func is double  # its own tool is kept
+        assert "already registered from elsewhere" in caplog.text
+        doubled = await prefixed.act(call("s_double", x=4))
+        assert doubled.output == {"result": 8}
+
+
+async def test_a_followed_branch_is_not_kept_alive_by_the_server(make_server: MakeServer) -> None:
+    import gc
+    import weakref
+
+    async with make_server() as server:
+        branch = Branch()
+        await branch.load_mcp_tools(server)
+        gone = weakref.ref(branch)
+        del branch
+        gc.collect()
+        assert gone() is None
+        version = server.tools_version
+        probe = Branch()
+        await probe.load_mcp_tools(server)
+        await probe.act(call("grow", tool="double"))
+        await server.wait_for_tools(version)
+        assert "double" in probe.tools
 
 
 # -- operations end to end ---------------------------------------------------------------------
