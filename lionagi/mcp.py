@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -124,21 +124,8 @@ class McpServer:
         The child gets a minimal environment (``PATH``, ``HOME`` and the like) plus ``env``;
         it runs in its own process group, which is stopped when the ``async with`` ends.
         """
-        if not isinstance(command, str) or not command:
-            raise ConfigurationError(f"McpServer.stdio needs a command, got {command!r}")
-        if isinstance(args, str) or not all(isinstance(a, str) for a in args):
-            raise ConfigurationError(
-                f"McpServer.stdio args must be a list of strings, got {args!r}"
-            )
-        if env is not None and not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-        ):
-            raise ConfigurationError("McpServer.stdio env must be a mapping of str to str")
-        params = mcp.StdioServerParameters(
-            command=command, args=list(args), env=None if env is None else dict(env), cwd=cwd
-        )
         return cls(
-            _TransportSpec(stdio=params),
+            _TransportSpec(stdio=_stdio_parameters(command, args, env, cwd)),
             name=name or command,
             timeout=timeout,
             connect_timeout=connect_timeout,
@@ -468,26 +455,27 @@ class McpServer:
         registry = follow.registry()
         if registry is None:
             return
-        wanted = follow.wanted
-        kept = [t for t in listed if wanted is None or t.name in wanted]
-        fresh = {tool.name: tool for tool in self._tools_of(kept, follow.prefix, wanted)}
-        mine = follow.tools
-        for name, old in mine.items():
-            if name not in fresh and name in registry and registry[name] is old:
+        fresh = {tool.name: tool for tool in self._tools_of(listed, follow.prefix, follow.wanted)}
+        for name, old in follow.tools.items():  # gone: unregister what is still this server's
+            if name not in fresh and _held(registry, name) is old:
                 registry.remove(name)
-        applied: dict[str, McpTool] = {}
-        for name, tool in fresh.items():
-            if name in registry and registry[name] is not mine.get(name):
-                _log.warning(
-                    "MCP server %r offers a new tool %r, but a tool of that name is already "
-                    "registered from elsewhere; keeping that one",
-                    self.name,
-                    name,
-                )
-                continue
-            registry.register(tool, update=True)
-            applied[name] = tool
-        follow.tools = applied
+        follow.tools = {
+            name: tool for name, tool in fresh.items() if self._replace(registry, follow, tool)
+        }
+
+    def _replace(self, registry: ToolRegistry, follow: _Follow, tool: McpTool) -> bool:
+        """Register ``tool`` unless its name holds a tool from elsewhere (then warn)."""
+        held = _held(registry, tool.name)
+        if held is not None and held is not follow.tools.get(tool.name):
+            _log.warning(
+                "MCP server %r offers a new tool %r, but a tool of that name is already "
+                "registered from elsewhere; keeping that one",
+                self.name,
+                tool.name,
+            )
+            return False
+        registry.register(tool, update=True)
+        return True
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> JsonValue:
         """Call the server's tool ``name`` and return its result as JSON data.
@@ -565,6 +553,11 @@ class _Follow:
         self.tools = {tool.name: tool for tool in tools}
 
 
+def _held(registry: ToolRegistry, name: str) -> Tool | None:
+    """The tool registered as ``name``, or None (``ToolRegistry.get`` raises instead)."""
+    return registry[name] if name in registry else None  # noqa: SIM401
+
+
 def _wanted(names: Sequence[str] | Mapping[str, str] | None) -> Mapping[str, str] | None:
     """``names`` as ``{remote: local}`` (None: every tool under its own name)."""
     if names is None:
@@ -628,21 +621,24 @@ class McpTool(Tool):
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(values))
         if error is None:
             return values
+        path, message = self._explain(error)
+        raise ToolArgumentError(self.name, ".".join(path) or "(arguments)", message)
+
+    def _explain(self, error: jsonschema.ValidationError) -> tuple[list[str], str]:
+        """The failing field's path and what is wrong with it, in the words a model reads."""
         path = [str(p) for p in error.absolute_path]
-        if error.validator == "required" and isinstance(error.instance, Mapping):
-            missing = [p for p in error.validator_value if p not in error.instance]
-            return self._bad([*path, *missing[:1]], "a required value is missing")
-        if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        if not isinstance(error.instance, Mapping):
+            return path, error.message
+        if error.validator == "required":
+            required: list[str] = error.validator_value  # type: ignore[assignment]
+            missing = [p for p in required if p not in error.instance]
+            return [*path, *missing[:1]], "a required value is missing"
+        if error.validator == "additionalProperties":
             known = self._parameters.get("properties", {})
             extra = [k for k in error.instance if k not in known]
             allowed = ", ".join(known) or "none"
-            return self._bad(
-                [*path, *extra[:1]], f"unexpected argument; this tool accepts: {allowed}"
-            )
-        return self._bad(path, error.message)
-
-    def _bad(self, path: list[str], message: str) -> dict[str, Any]:
-        raise ToolArgumentError(self.name, ".".join(path) or "(arguments)", message)
+            return [*path, *extra[:1]], f"unexpected argument; this tool accepts: {allowed}"
+        return path, error.message
 
     async def _run(self, values: dict[str, Any]) -> Any:
         return await self._server.call_tool(self.remote_name, values)
@@ -658,6 +654,25 @@ class McpTool(Tool):
         return (
             f"McpTool(name={self.name!r}, server={self._server.name!r}, timeout={self.timeout!r})"
         )
+
+
+def _stdio_parameters(
+    command: str, args: Sequence[str], env: Mapping[str, str] | None, cwd: str | None
+) -> mcp.StdioServerParameters:
+    """The SDK's parameters for a stdio server, after checking each argument's type."""
+    if not isinstance(command, str) or not command:
+        raise ConfigurationError(f"McpServer.stdio needs a command, got {command!r}")
+    if isinstance(args, str) or not _all_text(args):
+        raise ConfigurationError(f"McpServer.stdio args must be a list of strings, got {args!r}")
+    if env is not None and not (_all_text(env) and _all_text(env.values())):
+        raise ConfigurationError("McpServer.stdio env must be a mapping of str to str")
+    return mcp.StdioServerParameters(
+        command=command, args=list(args), env=None if env is None else dict(env), cwd=cwd
+    )
+
+
+def _all_text(values: Iterable[Any]) -> bool:
+    return all(isinstance(value, str) for value in values)
 
 
 class _TransportSpec:

@@ -64,61 +64,100 @@ async def alcall(
             raise ConfigurationError("alcall: pass retry_initial_delay or retry_delay, not both")
         retry_initial_delay = retry_delay
     items = _normalize(input_, flatten=input_flatten, dropna=input_dropna, unique=input_unique)
-    is_async = _is_async(func)
+    calls = _Calls(
+        func,
+        kwargs,
+        len(items),
+        attempts=retry_attempts,
+        delay=retry_initial_delay,
+        backoff=retry_backoff,
+        default=retry_default,
+        timeout=retry_timeout,
+        return_exceptions=return_exceptions,
+        max_concurrent=max_concurrent,
+    )
+    if delay_before_start:
+        await anyio.sleep(delay_before_start)
+    out = await calls.run(items, throttle_period)
+    return _normalize(out, flatten=output_flatten, dropna=output_dropna, unique=output_unique)
 
-    async def call(item: Any) -> Any:
-        if is_async:
-            return await func(item, **kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(func, item, **kwargs))
 
-    async def attempt(item: Any) -> Any:
+class _Calls:
+    """One :func:`alcall`: its calls, their retries, and their results in input order."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        kwargs: dict[str, Any],
+        count: int,
+        *,
+        attempts: int,
+        delay: float,
+        backoff: float,
+        default: Any,
+        timeout: float | None,
+        return_exceptions: bool,
+        max_concurrent: int | None,
+    ) -> None:
+        self.func = func
+        self.kwargs = kwargs
+        self.is_async = _is_async(func)
+        self.attempts = attempts
+        self.delay = delay
+        self.backoff = backoff
+        self.default = default
+        self.timeout = timeout
+        self.return_exceptions = return_exceptions
+        self.limiter = None if max_concurrent is None else anyio.CapacityLimiter(max_concurrent)
+        self.out: list[Any] = [None] * count
+        self.failure: BaseException | None = None
+
+    async def run(self, items: list[Any], throttle_period: float | None) -> list[Any]:
+        async with anyio.create_task_group() as group:
+            for index, item in enumerate(items):
+                if self.limiter is not None:
+                    await self.limiter.acquire_on_behalf_of(index)
+                group.start_soon(self.worker, index, item, group)
+                if throttle_period and index < len(items) - 1:
+                    await anyio.sleep(throttle_period)
+        if self.failure is not None:
+            raise self.failure
+        return self.out
+
+    async def call(self, item: Any) -> Any:
+        if self.is_async:
+            return await self.func(item, **self.kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(self.func, item, **self.kwargs))
+
+    async def attempt(self, item: Any) -> Any:
         failures = 0
-        delay = retry_initial_delay
+        delay = self.delay
         while True:
             try:
-                if retry_timeout is None:
-                    return await call(item)
-                with anyio.fail_after(retry_timeout):
-                    return await call(item)
+                with anyio.fail_after(self.timeout):  # None: no deadline
+                    return await self.call(item)
             except Exception:
                 failures += 1
-                if failures > retry_attempts:
-                    if retry_default is not _UNSET:
-                        return retry_default
+                if failures > self.attempts:
+                    if self.default is not _UNSET:
+                        return self.default
                     raise
                 if delay:
                     await anyio.sleep(delay)
-                    delay *= retry_backoff
+                    delay *= self.backoff
 
-    out: list[Any] = [None] * len(items)
-    failure: list[BaseException] = []
-    limiter = None if max_concurrent is None else anyio.CapacityLimiter(max_concurrent)
-
-    async def worker(index: int, item: Any, group: anyio.abc.TaskGroup) -> None:
+    async def worker(self, index: int, item: Any, group: anyio.abc.TaskGroup) -> None:
         try:
-            out[index] = await attempt(item)
+            self.out[index] = await self.attempt(item)
         except Exception as exc:
-            if return_exceptions:
-                out[index] = exc
-            elif not failure:
-                failure.append(exc)
+            if self.return_exceptions:
+                self.out[index] = exc
+            elif self.failure is None:
+                self.failure = exc
                 group.cancel_scope.cancel()
         finally:
-            if limiter is not None:
-                limiter.release_on_behalf_of(index)
-
-    if delay_before_start:
-        await anyio.sleep(delay_before_start)
-    async with anyio.create_task_group() as group:
-        for index, item in enumerate(items):
-            if limiter is not None:
-                await limiter.acquire_on_behalf_of(index)
-            group.start_soon(worker, index, item, group)
-            if throttle_period and index < len(items) - 1:
-                await anyio.sleep(throttle_period)
-    if failure:
-        raise failure[0]
-    return _normalize(out, flatten=output_flatten, dropna=output_dropna, unique=output_unique)
+            if self.limiter is not None:
+                self.limiter.release_on_behalf_of(index)
 
 
 async def bcall(
@@ -141,18 +180,18 @@ async def bcall(
         yield await alcall(items[start : start + batch_size], func, **kwargs)
 
 
+def _is_int_from(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
 def _check(
     max_concurrent: int | None, attempts: int, backoff: float, timeout: float | None
 ) -> None:
-    if max_concurrent is not None and (
-        isinstance(max_concurrent, bool)
-        or not isinstance(max_concurrent, int)
-        or max_concurrent < 1
-    ):
+    if max_concurrent is not None and not _is_int_from(max_concurrent, 1):
         raise ConfigurationError(
             f"alcall: max_concurrent must be a positive int or None, got {max_concurrent!r}"
         )
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+    if not _is_int_from(attempts, 0):
         raise ConfigurationError(f"alcall: retry_attempts must be an int >= 0, got {attempts!r}")
     if backoff <= 0:
         raise ConfigurationError(f"alcall: retry_backoff must be > 0, got {backoff!r}")
@@ -168,9 +207,7 @@ def _is_async(func: Callable[..., Any]) -> bool:
 
 
 def _normalize(value: Any, *, flatten: bool, dropna: bool, unique: bool) -> list[Any]:
-    if isinstance(value, list | tuple):
-        items = list(value)
-    elif isinstance(value, str | bytes | dict) or not isinstance(value, Iterable):
+    if isinstance(value, str | bytes | dict) or not isinstance(value, Iterable):
         items = [value]
     else:
         items = list(value)
@@ -178,20 +215,23 @@ def _normalize(value: Any, *, flatten: bool, dropna: bool, unique: bool) -> list
         items = list(_flatten(items))
     if dropna:
         items = [item for item in items if item is not None]
-    if unique:
-        kept: list[Any] = []
-        seen: set[Any] = set()
-        for item in items:
-            try:
-                if item in seen:
-                    continue
-                seen.add(item)
-            except TypeError:  # unhashable: compare by equality
-                if item in kept:
-                    continue
-            kept.append(item)
-        items = kept
-    return items
+    return _unique(items) if unique else items
+
+
+def _unique(items: list[Any]) -> list[Any]:
+    """``items`` without repeats, first occurrence kept (unhashable ones compared by ==)."""
+    kept: list[Any] = []
+    seen: set[Any] = set()
+    for item in items:
+        try:
+            if item in seen:
+                continue
+            seen.add(item)
+        except TypeError:  # unhashable: compare by equality
+            if item in kept:
+                continue
+        kept.append(item)
+    return kept
 
 
 def _flatten(items: Iterable[Any]) -> Iterable[Any]:

@@ -120,16 +120,22 @@ def complete_tool_calls(messages: Sequence[Message]) -> Sequence[Message]:
     answered = {m.call_id for m in messages if isinstance(m, ActionResponse)}
     if all(m.call_id in answered for m in messages if isinstance(m, ActionRequest)):
         return messages
+    return _with_missing_results(messages, answered)
+
+
+def _with_missing_results(messages: Sequence[Message], answered: set[str]) -> list[Message]:
+    """``messages`` with an error result after each run of tool messages, for each call of
+    the run that ``answered`` lacks."""
     out: list[Message] = []
     pending: list[ActionRequest] = []
     for message in messages:
         if not isinstance(message, ActionRequest | ActionResponse) and pending:
-            out.extend(_missing_result(request) for request in pending)
+            out.extend(map(_missing_result, pending))
             pending = []
         if isinstance(message, ActionRequest) and message.call_id not in answered:
             pending.append(message)
         out.append(message)
-    out.extend(_missing_result(request) for request in pending)
+    out.extend(map(_missing_result, pending))
     return out
 
 

@@ -252,24 +252,27 @@ class ToolRegistry:
         """Names of the tools a call offers: ``tools`` (True = all registered, names or Tools),
         or all registered tools when ``actions`` is set and ``tools`` is None. ``owner`` names
         the registry's Branch in errors."""
-        wanted = actions or tools is True
-        if tools is None or tools is False or tools is True:
+        if tools is None or isinstance(tools, bool):
+            wanted = actions or tools is True
             names: tuple[str, ...] = self.names if wanted else ()
-        elif isinstance(tools, str | Tool):
-            names = (self._offered_name(tools),)
-            wanted = True
-        elif isinstance(tools, Iterable):
-            names = tuple(dict.fromkeys(self._offered_name(t) for t in tools))
         else:
-            raise OperationError(
-                f"tools must be True, a list of registered tool names, or None; got {tools!r}"
-            )
+            wanted = actions or isinstance(tools, str | Tool)
+            names = self._offered_names(tools)
         if wanted and not names:
             raise OperationError(
                 f"tools were requested (actions=True or tools=...) but {owner} has none to "
                 "offer; register some with branch.register_tools(...)"
             )
         return names
+
+    def _offered_names(self, tools: str | Tool | Sequence[str | Tool]) -> tuple[str, ...]:
+        if isinstance(tools, str | Tool):
+            return (self._offered_name(tools),)
+        if isinstance(tools, Iterable):
+            return tuple(dict.fromkeys(self._offered_name(t) for t in tools))
+        raise OperationError(
+            f"tools must be True, a list of registered tool names, or None; got {tools!r}"
+        )
 
     def _offered_name(self, tool: object) -> str:
         if isinstance(tool, str):

@@ -133,11 +133,7 @@ class Branch:
             if chat_model is not None:
                 raise ConfigurationError("Branch got both chat_model= and its alias imodel=")
             chat_model = imodel
-        if id is not None and not isinstance(id, UUID):
-            raise ConfigurationError(f"Branch id must be a UUID, got {id!r}")
-        for label, value in (("name", name), ("user", user)):
-            if value is not None and not isinstance(value, str):
-                raise ConfigurationError(f"Branch {label} must be a string or None, got {value!r}")
+        _check_identity(id, name, user)
         self.id: UUID = uuid4() if id is None else id
         self.name: str | None = name
         self.user: str | None = user
@@ -148,12 +144,7 @@ class Branch:
             self.register_tools(tools)
         self._messages = MessageManager(_initial_history(system, messages))
         self._messages.on_added(_signal_through(weakref.ref(self)))
-        if logs is not None and not isinstance(logs, LogManager):
-            raise ConfigurationError(
-                f"logs must be a LogManager (capacity, persist_path, dump_on_exit) or None, got "
-                f"{type(logs).__name__}"
-            )
-        self._logs: LogManager = LogManager() if logs is None else logs
+        self._logs: LogManager = _logs_of(logs)
 
         # Turn fields (ADR-0018 D1): the lock that serializes top-level turns and the pointer to
         # the one active context, for out-of-band control. Only lionagi.operations.turn writes
@@ -683,6 +674,25 @@ class Branch:
 
     def __repr__(self) -> str:
         return f"Branch(id={self.id}, name={self.name!r}, messages={len(self._messages)})"
+
+
+def _check_identity(id: UUID | None, name: str | None, user: str | None) -> None:
+    if id is not None and not isinstance(id, UUID):
+        raise ConfigurationError(f"Branch id must be a UUID, got {id!r}")
+    for label, value in (("name", name), ("user", user)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigurationError(f"Branch {label} must be a string or None, got {value!r}")
+
+
+def _logs_of(logs: LogManager | None) -> LogManager:
+    if logs is None:
+        return LogManager()
+    if not isinstance(logs, LogManager):
+        raise ConfigurationError(
+            f"logs must be a LogManager (capacity, persist_path, dump_on_exit) or None, got "
+            f"{type(logs).__name__}"
+        )
+    return logs
 
 
 def _coerce_model(value: iModel | str | None, label: str) -> iModel | None:

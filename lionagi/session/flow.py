@@ -28,7 +28,7 @@ from pydantic_core import to_jsonable_python
 
 from lionagi import _instrument
 from lionagi.errors import ConfigurationError, FlowError
-from lionagi.operations.graph import OperationGraph, OperationNode
+from lionagi.operations.graph import Edge, OperationGraph, OperationNode
 from lionagi.operations.turn import run_in_turn
 from lionagi.service.imodel import iModel
 from lionagi.session.signal import (
@@ -105,6 +105,36 @@ def _to_json(value: Any) -> Any:
     return to_jsonable_python(value, fallback=str)
 
 
+def _graph_of(graph: OperationGraph | OperationGraphBuilder) -> OperationGraph:
+    """The graph itself, or a builder's graph."""
+    if isinstance(graph, OperationGraph):
+        return graph
+    get_graph = getattr(graph, "get_graph", None)
+    if get_graph is None:
+        raise FlowError(
+            f"flow() takes an OperationGraph (builder.get_graph()), got {type(graph).__name__}"
+        )
+    built = get_graph()
+    assert isinstance(built, OperationGraph)
+    return built
+
+
+def _check_options(context: Mapping[str, Any] | None, max_concurrent: int | None) -> None:
+    if max_concurrent is not None and (
+        isinstance(max_concurrent, bool)
+        or not isinstance(max_concurrent, int)
+        or max_concurrent < 1
+    ):
+        raise ConfigurationError(
+            f"max_concurrent must be a positive int or None (no limit), got {max_concurrent!r}"
+        )
+    if context is not None and not isinstance(context, Mapping):
+        raise ConfigurationError(
+            f"context must be a mapping (it seeds every node's context), got "
+            f"{type(context).__name__}"
+        )
+
+
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
@@ -125,28 +155,8 @@ class _Flow:
         fail_fast: bool,
         on_event: Callable[[FlowEvent], None] | None = None,
     ) -> None:
-        if not isinstance(graph, OperationGraph):
-            get_graph = getattr(graph, "get_graph", None)
-            if get_graph is None:
-                raise FlowError(
-                    f"flow() takes an OperationGraph (builder.get_graph()), got "
-                    f"{type(graph).__name__}"
-                )
-            graph = get_graph()
-        assert isinstance(graph, OperationGraph)
-        if max_concurrent is not None and (
-            isinstance(max_concurrent, bool)
-            or not isinstance(max_concurrent, int)
-            or max_concurrent < 1
-        ):
-            raise ConfigurationError(
-                f"max_concurrent must be a positive int or None (no limit), got {max_concurrent!r}"
-            )
-        if context is not None and not isinstance(context, Mapping):
-            raise ConfigurationError(
-                f"context must be a mapping (it seeds every node's context), got "
-                f"{type(context).__name__}"
-            )
+        graph = _graph_of(graph)
+        _check_options(context, max_concurrent)
         self.session = session
         self.graph = graph
         self.order = graph.topological_order()  # raises GraphCycleError
@@ -201,24 +211,34 @@ class _Flow:
             status, error = "failed", exc
             raise
         finally:
-            counts = {s: 0 for s in ("completed", "failed", "skipped", "cancelled")}
-            for state in self.states.values():
-                if state.status in counts:
-                    counts[state.status] += 1
-            end = FlowEnd(
-                flow_id=self.flow_id,
-                status=status,
-                duration_ms=(time.perf_counter() - started) * 1000.0,
-                **counts,
-            )
-            try:
-                with anyio.CancelScope(shield=True):
-                    await self._emit(end)
-            finally:
-                if traced is not None:
-                    traced.done(status, error, counts)
-                error = None  # no exception -> traceback -> this frame -> exception cycle
+            await self._end(status, error, started, traced)
+            error = None  # no exception -> traceback -> this frame -> exception cycle
         return self._result()
+
+    async def _end(
+        self,
+        status: Literal["completed", "failed", "cancelled"],
+        error: BaseException | None,
+        started: float,
+        traced: _instrument.FlowTrace | None,
+    ) -> None:
+        """Deliver FlowEnd (shielded) and end the flow's span."""
+        counts = {s: 0 for s in ("completed", "failed", "skipped", "cancelled")}
+        for state in self.states.values():
+            if state.status in counts:
+                counts[state.status] += 1
+        end = FlowEnd(
+            flow_id=self.flow_id,
+            status=status,
+            duration_ms=(time.perf_counter() - started) * 1000.0,
+            **counts,
+        )
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._emit(end)
+        finally:
+            if traced is not None:
+                traced.done(status, error, counts)
 
     async def _dispatch(self) -> None:
         limit = math.inf if self.max_concurrent is None else self.max_concurrent
@@ -425,15 +445,10 @@ class _Flow:
         edges = self.graph.incoming(state.node.id)
         if not edges:
             return None
-        for edge in edges:
-            dep = self.states[edge.head]
-            if dep.status == "failed":
-                state.blocked = True
-                assert dep.error is not None
-                return f"dependency {dep.node.label} failed: {_describe(dep.error)}"
-            if dep.status == "skipped" and dep.blocked:
-                state.blocked = True
-                return f"dependency {dep.node.label} was skipped: {dep.reason}"
+        blocked = self._blocked_by(edges)
+        if blocked is not None:
+            state.blocked = True
+            return blocked
         reasons: list[str] = []
         for edge in edges:
             dep = self.states[edge.head]
@@ -449,6 +464,17 @@ class _Flow:
                 return None
             reasons.append(f"the condition on {dep.node.label}'s result did not hold")
         return "; ".join(reasons)
+
+    def _blocked_by(self, edges: list[Edge]) -> str | None:
+        """Why a failed (or failure-skipped) dependency blocks the node, or None."""
+        for edge in edges:
+            dep = self.states[edge.head]
+            if dep.status == "failed":
+                assert dep.error is not None
+                return f"dependency {dep.node.label} failed: {_describe(dep.error)}"
+            if dep.status == "skipped" and dep.blocked:
+                return f"dependency {dep.node.label} was skipped: {dep.reason}"
+        return None
 
     def _branch_for(self, state: _NodeState) -> Branch:
         node = state.node

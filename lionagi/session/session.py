@@ -152,19 +152,7 @@ class Session:
         raises :class:`BranchNotFoundError`."""
         from lionagi.session.branch import Branch
 
-        found: Branch | None = None
-        if isinstance(branch, Branch):
-            found = self._branches.get(branch.id)
-            found = found if found is branch else None
-        elif isinstance(branch, UUID):
-            found = self._branches.get(branch)
-        elif isinstance(branch, str):
-            try:
-                found = self._branches.get(UUID(branch))
-            except ValueError:
-                found = None
-            if found is None:
-                found = next((b for b in self._branches.values() if b.name == branch), None)
+        found = self._find_branch(branch)
         if found is not None:
             return found
         if default is not _MISSING:
@@ -174,6 +162,24 @@ class Session:
             f"no branch {shown!r} in this session; branches are found by Branch, id or name "
             "(session.new_branch(...) or session.include_branches(branch) adds one)"
         )
+
+    def _find_branch(self, branch: BranchRef) -> Branch | None:
+        from lionagi.session.branch import Branch
+
+        if isinstance(branch, Branch):
+            found = self._branches.get(branch.id)
+            return found if found is branch else None
+        if isinstance(branch, UUID):
+            return self._branches.get(branch)
+        if not isinstance(branch, str):
+            return None
+        try:
+            found = self._branches.get(UUID(branch))
+        except ValueError:
+            found = None
+        if found is None:
+            found = next((b for b in self._branches.values() if b.name == branch), None)
+        return found
 
     def split(self, branch: BranchRef) -> Branch:
         """A clone of ``branch`` (new id, same history, copied tools and models), added to
