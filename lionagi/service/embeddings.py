@@ -76,30 +76,16 @@ async def openai_embeddings(
     ``ProtocolError``."""
     body: dict[str, Any] = {"model": model, "input": list(texts), **options}
     data = await provider.post_json("/embeddings", body)
-    if not isinstance(data, dict):
-        raise provider.protocol_error(f"embeddings answer is not a JSON object: {data!r:.200}")
-    rows = data.get("data")
-    if not isinstance(rows, list) or len(rows) != len(texts):
-        count = len(rows) if isinstance(rows, list) else "no"
-        raise provider.protocol_error(
-            f"asked for {len(texts)} embeddings, the answer has {count} (keys: {sorted(data)[:8]})"
-        )
+    rows = _rows(provider, data, len(texts))
     vectors: list[tuple[float, ...] | None] = [None] * len(texts)
     for position, row in enumerate(rows):
-        index = row.get("index", position) if isinstance(row, dict) else None
-        vector = row.get("embedding") if isinstance(row, dict) else None
-        if (
-            not isinstance(index, int)
-            or not 0 <= index < len(texts)
-            or vectors[index] is not None
-            or not isinstance(vector, list)
-            or not all(isinstance(x, int | float) and math.isfinite(x) for x in vector)
-        ):
+        index, vector = _row(row, position)
+        if not 0 <= index < len(texts) or vectors[index] is not None or vector is None:
             raise provider.protocol_error(
                 f"malformed embedding at position {position} (expected an index and a list "
                 f"of numbers; a base64 encoding_format is not supported): {str(row)[:200]}"
             )
-        vectors[index] = tuple(float(x) for x in vector)
+        vectors[index] = vector
     usage = data.get("usage")
     tokens = usage.get("prompt_tokens", 0) if isinstance(usage, dict) else 0
     return Embeddings(
@@ -108,3 +94,31 @@ async def openai_embeddings(
         provider=provider.name,
         usage=Usage(input_tokens=tokens if isinstance(tokens, int) else 0),
     )
+
+
+def _rows(provider: OpenAIChatProvider, data: Any, count: int) -> list[Any]:
+    """The answer's ``data`` rows, one per text asked for."""
+    if not isinstance(data, dict):
+        raise provider.protocol_error(f"embeddings answer is not a JSON object: {data!r:.200}")
+    rows = data.get("data")
+    if not isinstance(rows, list) or len(rows) != count:
+        got = len(rows) if isinstance(rows, list) else "no"
+        raise provider.protocol_error(
+            f"asked for {count} embeddings, the answer has {got} (keys: {sorted(data)[:8]})"
+        )
+    return rows
+
+
+def _row(row: Any, position: int) -> tuple[int, tuple[float, ...] | None]:
+    """A row's text index and vector (index -1 or vector ``None`` when unreadable)."""
+    if not isinstance(row, dict):
+        return -1, None
+    index = row.get("index", position)
+    vector = row.get("embedding")
+    if not isinstance(index, int) or not isinstance(vector, list) or not _finite(vector):
+        return -1, None
+    return index, tuple(float(x) for x in vector)
+
+
+def _finite(values: list[Any]) -> bool:
+    return all(isinstance(x, int | float) and math.isfinite(x) for x in values)

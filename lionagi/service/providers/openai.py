@@ -9,7 +9,7 @@ Only choice 0 is read, in whole replies and in streams alike.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -40,6 +40,18 @@ __all__ = ["OpenAIChatProvider"]
 
 # fields of a tool call other than these are the provider's own and travel back with the call
 _CALL_FIELDS = frozenset({"id", "type", "function", "index"})
+
+
+@dataclass(slots=True)
+class _StreamState:
+    """A streamed reply gathered so far."""
+
+    text: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    finish_reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -81,6 +93,19 @@ class OpenAIChatProvider(HTTPProvider):
         return self._response(data)
 
     def _response(self, data: Any) -> ModelResponse:
+        choice, message = self._choice_message(data)
+        return self.response(
+            text=self._content(message.get("content")),
+            refusal=self.optional_str(message.get("refusal"), "message.refusal") or None,
+            tool_calls=self._message_calls(message),
+            usage=self._usage(data.get("usage")),
+            model=self.optional_str(data.get("model"), "model"),
+            finish_reason=self.optional_str(choice.get("finish_reason"), "finish_reason"),
+            raw=data,
+        )
+
+    def _choice_message(self, data: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Choice 0 of a whole reply and its message."""
         if not isinstance(data, dict):
             raise self.protocol_error(f"expected a JSON object, got {self.preview(data)}")
         if data.get("error"):
@@ -92,13 +117,12 @@ class OpenAIChatProvider(HTTPProvider):
         message = choice.get("message")
         if not isinstance(message, dict):
             raise self.protocol_error(f"choice has no message: {self.preview(choice)}")
-        raw_calls = message.get("tool_calls")
-        if raw_calls is not None and not isinstance(raw_calls, list):
-            raise self.protocol_error(
-                f"message.tool_calls must be a list, got {self.preview(raw_calls)}"
-            )
+        return choice, message
+
+    def _message_calls(self, message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+        raw_calls = self._list_of_calls(message.get("tool_calls"), "message.tool_calls")
         calls: list[ToolCall] = []
-        for index, raw in enumerate(raw_calls or ()):
+        for index, raw in enumerate(raw_calls):
             function = raw.get("function") if isinstance(raw, dict) else None
             if not isinstance(function, dict):
                 raise self.protocol_error(
@@ -111,91 +135,79 @@ class OpenAIChatProvider(HTTPProvider):
             )
             self._add_arguments(partial, function.get("arguments"), index)
             calls.append(self._tool_call(partial))
-        return self.response(
-            text=self._content(message.get("content")),
-            refusal=self.optional_str(message.get("refusal"), "message.refusal") or None,
-            tool_calls=tuple(calls),
-            usage=self._usage(data.get("usage")),
-            model=self.optional_str(data.get("model"), "model"),
-            finish_reason=self.optional_str(choice.get("finish_reason"), "finish_reason"),
-            raw=data,
-        )
+        return tuple(calls)
+
+    def _list_of_calls(self, raw_calls: Any, where: str) -> list[Any]:
+        if raw_calls is None:
+            return []
+        if not isinstance(raw_calls, list):
+            raise self.protocol_error(f"{where} must be a list, got {self.preview(raw_calls)}")
+        return raw_calls
 
     # -- streams -----------------------------------------------------------------------
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         body = self.body(request, stream=True)
-        text: list[str] = []
-        refusal: list[str] = []
-        calls: dict[int, _PartialCall] = {}
-        usage = Usage()
-        model: str | None = None
-        finish_reason: str | None = None
+        state = _StreamState()
         done = False
         async with aclosing(self.post_sse("/chat/completions", body)) as events:
             async for event in events:
                 if event.data.strip() == "[DONE]":
                     done = True
                     break
-                data = self.event_json(event.data)
-                if data.get("error"):
-                    raise self._payload_error(data)
-                model = self.optional_str(data.get("model"), "model") or model
-                if data.get("usage"):
-                    usage = self._usage(data["usage"])
-                    yield UsageChunk(usage=usage)
-                choices = data.get("choices") or []
-                if not isinstance(choices, list):
-                    raise self.protocol_error(
-                        f"stream event choices must be a list: {self.preview(data)}"
-                    )
-                for choice in choices:
-                    if not isinstance(choice, dict):
-                        raise self.protocol_error(
-                            f"malformed stream choice: {self.preview(choice)}"
-                        )
-                    if choice.get("index", 0) != 0:
-                        continue  # n > 1: only choice 0 is read, as in whole replies
-                    reason = self.optional_str(choice.get("finish_reason"), "finish_reason")
-                    finish_reason = reason or finish_reason
-                    delta = choice.get("delta")
-                    if delta is None and reason:
-                        continue
-                    if not isinstance(delta, dict):
-                        raise self.protocol_error(
-                            f"stream choice has no delta object: {self.preview(choice)}"
-                        )
-                    content = self._content(delta.get("content"))
-                    if content:
-                        text.append(content)
-                        yield TextDelta(text=content)
-                    refused = self.optional_str(delta.get("refusal"), "delta.refusal")
-                    if refused:
-                        refusal.append(refused)
-                    raw_calls = delta.get("tool_calls")
-                    if raw_calls is not None and not isinstance(raw_calls, list):
-                        raise self.protocol_error(
-                            f"delta.tool_calls must be a list, got {self.preview(raw_calls)}"
-                        )
-                    for raw in raw_calls or ():
-                        yield self._merge_call(calls, raw)
-        if not done and finish_reason is None:
+                for chunk in self._event_chunks(state, self.event_json(event.data)):
+                    yield chunk
+        if not done and state.finish_reason is None:
             raise self.protocol_error("the stream ended before the reply was complete")
         response = self.response(
-            text="".join(text),
-            refusal="".join(refusal) or None,
-            tool_calls=tuple(self._tool_call(call) for _, call in sorted(calls.items())),
-            usage=usage,
-            model=model,
-            finish_reason=finish_reason,
+            text="".join(state.text),
+            refusal="".join(state.refusal) or None,
+            tool_calls=tuple(self._tool_call(call) for _, call in sorted(state.calls.items())),
+            usage=state.usage,
+            model=state.model,
+            finish_reason=state.finish_reason,
         )
         yield FinalChunk(response=response)
+
+    def _event_chunks(self, state: _StreamState, data: dict[str, Any]) -> Iterator[StreamChunk]:
+        """The chunks of one stream event, gathering the reply into ``state``."""
+        if data.get("error"):
+            raise self._payload_error(data)
+        state.model = self.optional_str(data.get("model"), "model") or state.model
+        if data.get("usage"):
+            state.usage = self._usage(data["usage"])
+            yield UsageChunk(usage=state.usage)
+        choices = data.get("choices") or []
+        if not isinstance(choices, list):
+            raise self.protocol_error(f"stream event choices must be a list: {self.preview(data)}")
+        for choice in choices:
+            yield from self._choice_chunks(state, choice)
+
+    def _choice_chunks(self, state: _StreamState, choice: Any) -> Iterator[StreamChunk]:
+        if not isinstance(choice, dict):
+            raise self.protocol_error(f"malformed stream choice: {self.preview(choice)}")
+        if choice.get("index", 0) != 0:
+            return  # n > 1: only choice 0 is read, as in whole replies
+        reason = self.optional_str(choice.get("finish_reason"), "finish_reason")
+        state.finish_reason = reason or state.finish_reason
+        delta = choice.get("delta")
+        if delta is None and reason:
+            return
+        if not isinstance(delta, dict):
+            raise self.protocol_error(f"stream choice has no delta object: {self.preview(choice)}")
+        content = self._content(delta.get("content"))
+        if content:
+            state.text.append(content)
+            yield TextDelta(text=content)
+        refused = self.optional_str(delta.get("refusal"), "delta.refusal")
+        if refused:
+            state.refusal.append(refused)
+        for raw in self._list_of_calls(delta.get("tool_calls"), "delta.tool_calls"):
+            yield self._merge_call(state.calls, raw)
 
     def _merge_call(self, calls: dict[int, _PartialCall], raw: Any) -> ToolCallDelta:
         if not isinstance(raw, dict):
             raise self.protocol_error(f"malformed tool call delta: {self.preview(raw)}")
-        index = raw.get("index", len(calls) if raw.get("id") else max(calls, default=0))
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise self.protocol_error(f"tool call delta index must be an int: {self.preview(raw)}")
+        index = self._delta_index(calls, raw)
         function = raw.get("function") or {}
         if not isinstance(function, dict):
             raise self.protocol_error(
@@ -203,28 +215,40 @@ class OpenAIChatProvider(HTTPProvider):
             )
         fresh = index not in calls
         call = calls.setdefault(index, _PartialCall())
-        raw_id = raw.get("id")
-        call_id: str | None = None
-        if raw_id not in (None, ""):
-            call_id = self.call_id(raw_id, index, f"tool_calls[{index}].id")
-        elif fresh:
-            call_id = self.call_id(None, index, "")  # made up once; later deltas keep it
-        if call_id is not None and (not call.id or call_id != call.id):
-            call.id = call_id
-        else:
-            call_id = None
-        name = function.get("name")
-        if name not in (None, ""):
-            name = self._call_name(name, index)
-            call.name = call.name or name
-        else:
-            name = None
+        call_id = self._delta_id(call, raw.get("id"), index, fresh=fresh)
+        name = self._delta_name(call, function.get("name"), index)
         piece = self._add_arguments(call, function.get("arguments"), index)
         extra = _provider_fields(raw)
         call.provider_fields.update(extra)
         return ToolCallDelta(
             index=index, id=call_id, name=name, arguments=piece, provider_fields=extra or None
         )
+
+    def _delta_index(self, calls: dict[int, _PartialCall], raw: dict[str, Any]) -> int:
+        """The call a delta belongs to; without an index, a new call if it has an id."""
+        index = raw.get("index", len(calls) if raw.get("id") else max(calls, default=0))
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise self.protocol_error(f"tool call delta index must be an int: {self.preview(raw)}")
+        return index
+
+    def _delta_id(self, call: _PartialCall, raw_id: Any, index: int, *, fresh: bool) -> str | None:
+        """The call id this delta announces (``None`` when it tells nothing new)."""
+        call_id: str | None = None
+        if raw_id not in (None, ""):
+            call_id = self.call_id(raw_id, index, f"tool_calls[{index}].id")
+        elif fresh:
+            call_id = self.call_id(None, index, "")  # made up once; later deltas keep it
+        if call_id is None or call_id == call.id:
+            return None
+        call.id = call_id
+        return call_id
+
+    def _delta_name(self, call: _PartialCall, value: Any, index: int) -> str | None:
+        if value in (None, ""):
+            return None
+        name = self._call_name(value, index)
+        call.name = call.name or name
+        return name
 
     # -- pieces ------------------------------------------------------------------------
     def _call_name(self, value: Any, index: int) -> str:
