@@ -10,7 +10,7 @@ many attempts it took.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self
 
 import anyio
@@ -110,27 +110,9 @@ class iModel:
         structured_output: StructuredOutput | None = None,
         **request_defaults: Any,
     ) -> None:
-        if timeout is not None and (
-            not isinstance(timeout, int | float)
-            or isinstance(timeout, bool)
-            or not timeout > 0  # also rejects NaN
-        ):
-            raise ConfigurationError(f"timeout must be a positive number or None, got {timeout!r}")
-        if concurrency_limit is not None and (
-            not isinstance(concurrency_limit, int)
-            or isinstance(concurrency_limit, bool)
-            or concurrency_limit < 1
-        ):
-            raise ConfigurationError(
-                f"concurrency_limit must be a positive int or None, got {concurrency_limit!r}"
-            )
-        if base_url is not None:
-            _check_base_url(base_url)
+        _check_call_settings(timeout, concurrency_limit, base_url)
         check_rate_settings(limit_requests, limit_tokens, interval, queue_capacity)
-        if clock is not None and not isinstance(clock, Clock):
-            raise ConfigurationError(
-                f"clock must have now() and async sleep(seconds), got {type(clock).__name__}"
-            )
+        _check_clock(clock)
         self.retry: RetryPolicy | None = _retry_policy(retry)
         self.limit_requests = limit_requests
         self.limit_tokens = limit_tokens
@@ -144,38 +126,44 @@ class iModel:
         self.request_defaults: dict[str, Any] = dict(request_defaults)
         self._provider_settings: dict[str, Any] = {}
         if isinstance(provider, Provider):
-            self.provider = provider
             if structured_output is not None:
                 raise ConfigurationError(
                     "pass structured_output= to the Provider instance, not to iModel"
                 )
+            self.provider = provider
         else:
-            name, model_name = _split_names(provider, model)
-            name = _endpoint_provider(name, request_defaults.pop("endpoint", None))
-            cls, presets = provider_class(name, base_url=base_url)
-            presets.update({k: v for k, v in (("base_url", base_url),) if v is not None})
-            settings = {
-                k: request_defaults.pop(k) for k in _provider_keys(cls) if k in request_defaults
-            }
-            self.request_defaults = dict(request_defaults)
-            self._provider_settings = {**presets, **settings}
-            if structured_output is not None:
-                self._provider_settings["structured_output"] = structured_output
-            self.provider = cls(
-                model=model_name,
-                api_key=api_key,
-                timeout=timeout,
-                **self._provider_settings,
+            self.provider = self._build_provider(
+                provider, model, api_key, base_url, structured_output
             )
-        self._limiter: LoopBound[anyio.CapacityLimiter] | None = (
-            None
-            if concurrency_limit is None
-            else LoopBound(lambda: anyio.CapacityLimiter(concurrency_limit), _limiter_idle)
-        )
+        self._limiter = _concurrency_limiter(concurrency_limit)
         self._rate: LoopBound[RateLimiter] | None = (
             None
             if limit_requests is None and limit_tokens is None
             else LoopBound(self._new_rate_limiter, RateLimiter.idle)
+        )
+
+    def _build_provider(
+        self,
+        provider: str | None,
+        model: str | None,
+        api_key: str | SecretStr | None,
+        base_url: str | None,
+        structured_output: StructuredOutput | None,
+    ) -> Provider:
+        """The provider named by ``provider``/``model``; its settings leave the request
+        defaults for ``_provider_settings``."""
+        name, model_name = _split_names(provider, model)
+        name = _endpoint_provider(name, self.request_defaults.pop("endpoint", None))
+        cls, presets = provider_class(name, base_url=base_url)
+        if base_url is not None:
+            presets["base_url"] = base_url
+        defaults = self.request_defaults
+        settings = {k: defaults.pop(k) for k in cls.setting_names if k in defaults}
+        self._provider_settings = {**presets, **settings}
+        if structured_output is not None:
+            self._provider_settings["structured_output"] = structured_output
+        return cls(
+            model=model_name, api_key=api_key, timeout=self.timeout, **self._provider_settings
         )
 
     def _new_rate_limiter(self) -> RateLimiter:
@@ -461,14 +449,7 @@ class iModel:
         Cancel-safe: cancellation or a failing batch cancels the batches in flight, and
         nothing partial is returned.
         """
-        items = [texts] if isinstance(texts, str) else list(texts)
-        bad = next((t for t in items if not isinstance(t, str)), None)
-        if bad is not None:
-            raise ConfigurationError(
-                f"embed takes a string or a list of strings, got an item {bad!r:.80}"
-            )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigurationError(f"batch_size must be a positive int, got {batch_size!r}")
+        items = _embed_inputs(texts, batch_size)
         if not items:
             return Embeddings(model=self.model, provider=self.provider_name)
         batches = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
@@ -486,22 +467,26 @@ class iModel:
                     tg.start_soon(one, index)
 
         try:
-            if self.timeout is None:
-                await run_all()
-            else:
-                with anyio.move_on_after(self.timeout) as scope:
-                    await run_all()
-                if scope.cancelled_caught:
-                    raise ProviderTimeout(
-                        f"no embeddings within {self.timeout:g}s",
-                        provider=self.provider_name,
-                        model=self.model,
-                    )
+            await self._embed_timed(run_all)
         except ExceptionGroup as group:  # one batch failed: raise what it raised
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None
             raise
         return Embeddings.join([r for r in results if r is not None])
+
+    async def _embed_timed(self, run_all: Callable[[], Awaitable[None]]) -> None:
+        """``run_all()`` within the model's timeout."""
+        if self.timeout is None:
+            await run_all()
+            return
+        with anyio.move_on_after(self.timeout) as scope:
+            await run_all()
+        if scope.cancelled_caught:
+            raise ProviderTimeout(
+                f"no embeddings within {self.timeout:g}s",
+                provider=self.provider_name,
+                model=self.model,
+            )
 
     async def _embed_batch(self, texts: list[str], options: Mapping[str, Any]) -> Embeddings:
         """One batch under the retry policy, the rate limit and the concurrency limit."""
@@ -585,33 +570,14 @@ class iModel:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> iModel:
-        try:
-            provider = data["provider"]
-            model = data["model"]
-        except KeyError as exc:
-            raise ConfigurationError(f"iModel.from_dict: missing key {exc.args[0]!r}") from None
-        if data.get("offline") or provider in _OFFLINE_PROVIDERS:
-            raise ConfigurationError(
-                f"iModel.from_dict: {provider!r} is an offline model from lionagi.testing; its "
-                "function or script is not serialized, so rebuild it in code "
-                "(FunctionModel(fn) or TestModel([...]))"
-            )
+        provider, model = _saved_names(data)
         settings = dict(data.get("provider_settings") or {})
         defaults = dict(data.get("request_defaults") or {})
         base_url = settings.pop("base_url", None)
         structured_output = settings.pop("structured_output", None)
-        if not isinstance(provider, str):
-            raise ConfigurationError(f"iModel.from_dict: provider must be a name, got {provider!r}")
-        known = provider_class(provider, base_url=base_url)[0].setting_names
-        unknown = sorted(set(settings) - set(known))
-        if unknown:
-            raise ConfigurationError(
-                f"iModel.from_dict: provider_settings {unknown} are not settings of provider "
-                f"{provider!r} (known: {sorted(known) or 'none'}); request options belong in "
-                "request_defaults"
-            )
+        name = _check_saved_settings(provider, settings, base_url)
         return cls(
-            provider,
+            name,
             model,
             base_url=base_url,
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
@@ -641,6 +607,51 @@ class iModel:
         await self.aclose()
 
 
+def _embed_inputs(texts: str | Sequence[str], batch_size: object) -> list[str]:
+    items = [texts] if isinstance(texts, str) else list(texts)
+    bad = next((t for t in items if not isinstance(t, str)), None)
+    if bad is not None:
+        raise ConfigurationError(
+            f"embed takes a string or a list of strings, got an item {bad!r:.80}"
+        )
+    if not _positive_int(batch_size):
+        raise ConfigurationError(f"batch_size must be a positive int, got {batch_size!r}")
+    return items
+
+
+def _check_call_settings(timeout: object, concurrency_limit: object, base_url: str | None) -> None:
+    if timeout is not None and not _positive_number(timeout):
+        raise ConfigurationError(f"timeout must be a positive number or None, got {timeout!r}")
+    if concurrency_limit is not None and not _positive_int(concurrency_limit):
+        raise ConfigurationError(
+            f"concurrency_limit must be a positive int or None, got {concurrency_limit!r}"
+        )
+    if base_url is not None:
+        _check_base_url(base_url)
+
+
+def _check_clock(clock: object) -> None:
+    if clock is not None and not isinstance(clock, Clock):
+        raise ConfigurationError(
+            f"clock must have now() and async sleep(seconds), got {type(clock).__name__}"
+        )
+
+
+def _positive_number(value: object) -> bool:
+    # `not value > 0` also rejects NaN
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _concurrency_limiter(limit: int | None) -> LoopBound[anyio.CapacityLimiter] | None:
+    if limit is None:
+        return None
+    return LoopBound(lambda: anyio.CapacityLimiter(limit), _limiter_idle)
+
+
 def _retry_policy(retry: object) -> RetryPolicy | None:
     if retry is True:
         return DEFAULT_RETRY
@@ -652,6 +663,37 @@ def _retry_policy(retry: object) -> RetryPolicy | None:
         f"retry must be a RetryPolicy, True (the default policy) or None/False (no retries), "
         f"got {retry!r}; for a number of attempts use RetryPolicy(attempts={retry!r})"
     )
+
+
+def _saved_names(data: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The provider name and model of a saved iModel."""
+    try:
+        provider = data["provider"]
+        model = data["model"]
+    except KeyError as exc:
+        raise ConfigurationError(f"iModel.from_dict: missing key {exc.args[0]!r}") from None
+    if data.get("offline") or provider in _OFFLINE_PROVIDERS:
+        raise ConfigurationError(
+            f"iModel.from_dict: {provider!r} is an offline model from lionagi.testing; its "
+            "function or script is not serialized, so rebuild it in code "
+            "(FunctionModel(fn) or TestModel([...]))"
+        )
+    return provider, model
+
+
+def _check_saved_settings(provider: object, settings: Mapping[str, Any], base_url: Any) -> str:
+    """The saved provider name, once it and its settings are known to fit."""
+    if not isinstance(provider, str):
+        raise ConfigurationError(f"iModel.from_dict: provider must be a name, got {provider!r}")
+    known = provider_class(provider, base_url=base_url)[0].setting_names
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise ConfigurationError(
+            f"iModel.from_dict: provider_settings {unknown} are not settings of provider "
+            f"{provider!r} (known: {sorted(known) or 'none'}); request options belong in "
+            "request_defaults"
+        )
+    return provider
 
 
 def _retry_from_dict(data: object) -> RetryPolicy | bool | None:
@@ -703,10 +745,6 @@ def _endpoint_provider(name: str, endpoint: Any) -> str:
         f"endpoint={endpoint!r} is not available for provider {name!r}; use 'chat' (the "
         "default), 'embed' (then call embed()), or 'response' with provider 'openai'"
     )
-
-
-def _provider_keys(cls: type[Provider]) -> tuple[str, ...]:
-    return cls.setting_names
 
 
 def _check_base_url(base_url: str) -> None:
