@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from lionagi.protocols._render import complete_tool_calls
 from lionagi.protocols.messages import (
@@ -91,13 +91,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         return self._reply(data)
 
     def _reply(self, data: Any) -> ModelResponse:
-        if not isinstance(data, dict):
-            raise self.protocol_error(f"expected a JSON object, got {preview(data)}")
-        if data.get("error") and data.get("status") != "completed":
-            raise self._failed(data)
-        output = data.get("output")
-        if not isinstance(output, list):
-            raise self.protocol_error(f"answer has no output items: {preview(data)}")
+        output = self._output(data)
         text: list[str] = []
         calls: list[ToolCall] = []
         for item in output:
@@ -107,16 +101,8 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
             if kind == "message":
                 text.extend(_message_text(item))
             elif kind == "function_call":
-                call_id = item.get("call_id") or item.get("id")
-                arguments = item.get("arguments")
-                if not isinstance(call_id, str) or not isinstance(arguments, str):
-                    raise self.protocol_error(f"malformed function call: {preview(item)}")
-                partial = _PartialCall(
-                    id=call_id, name=str(item.get("name") or ""), arguments=arguments
-                )
-                calls.append(self._tool_call(partial))
+                calls.append(self._function_call(item))
             # reasoning and other item types travel in raw only
-        status = data.get("status")
         incomplete = data.get("incomplete_details")
         reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
         return ModelResponse(
@@ -125,9 +111,28 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
             usage=self._usage(data.get("usage")),
             model=data.get("model") or self.model,
             provider=self.name,
-            finish_reason=reason or ("tool_calls" if calls else status),
+            finish_reason=reason or ("tool_calls" if calls else data.get("status")),
             raw=data,
         )
+
+    def _output(self, data: Any) -> list[Any]:
+        """The output items of a response object, which must have completed."""
+        if not isinstance(data, dict):
+            raise self.protocol_error(f"expected a JSON object, got {preview(data)}")
+        if data.get("error") and data.get("status") != "completed":
+            raise self._failed(data)
+        output = data.get("output")
+        if not isinstance(output, list):
+            raise self.protocol_error(f"answer has no output items: {preview(data)}")
+        return output
+
+    def _function_call(self, item: Mapping[str, Any]) -> ToolCall:
+        call_id = item.get("call_id") or item.get("id")
+        arguments = item.get("arguments")
+        if not isinstance(call_id, str) or not isinstance(arguments, str):
+            raise self.protocol_error(f"malformed function call: {preview(item)}")
+        partial = _PartialCall(id=call_id, name=str(item.get("name") or ""), arguments=arguments)
+        return self._tool_call(partial)
 
     def _failed(self, data: Mapping[str, Any]) -> ProviderError:
         error = data.get("error")
@@ -158,36 +163,58 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
             async for event in events:
                 data = self.event_json(event.data)
                 kind = data.get("type") or event.event
-                if kind == "response.output_text.delta":
-                    delta = data.get("delta")
-                    if isinstance(delta, str) and delta:
-                        yield TextDelta(text=delta)
-                elif kind == "response.output_item.added":
-                    item = data.get("item")
-                    if isinstance(item, dict) and item.get("type") == "function_call":
-                        yield ToolCallDelta(
-                            index=as_int(data.get("output_index")),
-                            id=item.get("call_id") or None,
-                            name=item.get("name") or None,
-                            arguments=str(item.get("arguments") or ""),
-                        )
-                elif kind == "response.function_call_arguments.delta":
-                    delta = data.get("delta")
-                    if isinstance(delta, str) and delta:
-                        yield ToolCallDelta(index=as_int(data.get("output_index")), arguments=delta)
-                elif kind in ("response.completed", "response.incomplete"):
+                if kind in ("response.completed", "response.incomplete"):
                     final = self._reply(data.get("response"))
                     break
-                elif kind == "response.failed":
-                    response = data.get("response")
-                    raise self._failed(response if isinstance(response, dict) else data)
-                elif kind == "error":
-                    raise self._payload_error({"error": data})
+                read = _EVENTS.get(kind)
                 # created, in_progress, content_part.*, *.done, reasoning summaries: nothing new
+                chunk = None if read is None else read(self, data)
+                if chunk is not None:
+                    yield chunk
         if final is None:
             raise self.protocol_error("the stream ended before the response was complete")
         yield UsageChunk(usage=final.usage)
         yield FinalChunk(response=final)
+
+    def _text_delta(self, data: Mapping[str, Any]) -> StreamChunk | None:
+        delta = data.get("delta")
+        return TextDelta(text=delta) if isinstance(delta, str) and delta else None
+
+    def _item_added(self, data: Mapping[str, Any]) -> StreamChunk | None:
+        item = data.get("item")
+        if not isinstance(item, dict) or item.get("type") != "function_call":
+            return None
+        return ToolCallDelta(
+            index=as_int(data.get("output_index")),
+            id=item.get("call_id") or None,
+            name=item.get("name") or None,
+            arguments=str(item.get("arguments") or ""),
+        )
+
+    def _arguments_delta(self, data: Mapping[str, Any]) -> StreamChunk | None:
+        delta = data.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return None
+        return ToolCallDelta(index=as_int(data.get("output_index")), arguments=delta)
+
+    def _response_failed(self, data: Mapping[str, Any]) -> StreamChunk | None:
+        response = data.get("response")
+        raise self._failed(response if isinstance(response, dict) else data)
+
+    def _error_event(self, data: Mapping[str, Any]) -> StreamChunk | None:
+        raise self._payload_error({"error": data})
+
+
+_EventReader: TypeAlias = Callable[[OpenAIResponsesProvider, Mapping[str, Any]], StreamChunk | None]
+
+#: the stream events that carry something new, by type
+_EVENTS: dict[str, _EventReader] = {
+    "response.output_text.delta": OpenAIResponsesProvider._text_delta,
+    "response.output_item.added": OpenAIResponsesProvider._item_added,
+    "response.function_call_arguments.delta": OpenAIResponsesProvider._arguments_delta,
+    "response.failed": OpenAIResponsesProvider._response_failed,
+    "error": OpenAIResponsesProvider._error_event,
+}
 
 
 # -- rendering -----------------------------------------------------------------------------
@@ -207,39 +234,59 @@ def to_responses_input(request: ModelRequest) -> list[dict[str, Any]]:
 
 
 def _items(message: Message, replayed: set[str]) -> list[dict[str, Any]]:
-    if isinstance(message, System):
-        return [{"role": "system", "content": message.content}]
-    if isinstance(message, Instruction):
-        text = message.render_text()
-        if not message.images:
-            return [{"role": "user", "content": text}]
-        content: list[dict[str, Any]] = [{"type": "input_text", "text": text}] if text else []
-        content.extend({"type": "input_image", "image_url": url} for url in message.images)
-        return [{"role": "user", "content": content}]
-    if isinstance(message, AssistantResponse):
-        output = _output_items(message.raw)
-        if output is not None:
-            replayed.update(
-                str(item["call_id"]) for item in output if item.get("type") == "function_call"
-            )
-            return output
-        return [{"role": "assistant", "content": message.content}] if message.content else []
-    if isinstance(message, ActionRequest):
-        if message.call_id in replayed:
-            return []
-        return [
-            {
-                "type": "function_call",
-                "call_id": message.call_id,
-                "name": message.function,
-                "arguments": json.dumps(message.arguments, ensure_ascii=False),
-            }
-        ]
-    if isinstance(message, ActionResponse):
-        result = message.output
-        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
-        return [{"type": "function_call_output", "call_id": message.call_id, "output": text}]
-    return []
+    render = _RENDERERS.get(type(message))
+    return [] if render is None else render(message, replayed)
+
+
+def _system_items(message: System, replayed: set[str]) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": message.content}]
+
+
+def _instruction_items(message: Instruction, replayed: set[str]) -> list[dict[str, Any]]:
+    text = message.render_text()
+    if not message.images:
+        return [{"role": "user", "content": text}]
+    content: list[dict[str, Any]] = [{"type": "input_text", "text": text}] if text else []
+    content.extend({"type": "input_image", "image_url": url} for url in message.images)
+    return [{"role": "user", "content": content}]
+
+
+def _assistant_items(message: AssistantResponse, replayed: set[str]) -> list[dict[str, Any]]:
+    output = _output_items(message.raw)
+    if output is not None:
+        replayed.update(
+            str(item["call_id"]) for item in output if item.get("type") == "function_call"
+        )
+        return output
+    return [{"role": "assistant", "content": message.content}] if message.content else []
+
+
+def _request_items(message: ActionRequest, replayed: set[str]) -> list[dict[str, Any]]:
+    if message.call_id in replayed:
+        return []
+    return [
+        {
+            "type": "function_call",
+            "call_id": message.call_id,
+            "name": message.function,
+            "arguments": json.dumps(message.arguments, ensure_ascii=False),
+        }
+    ]
+
+
+def _result_items(message: ActionResponse, replayed: set[str]) -> list[dict[str, Any]]:
+    result = message.output
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+    return [{"type": "function_call_output", "call_id": message.call_id, "output": text}]
+
+
+_RENDERERS: dict[type, Callable[[Any, set[str]], list[dict[str, Any]]]] = {
+    System: _system_items,
+    Instruction: _instruction_items,
+    AssistantResponse: _assistant_items,
+    ActionRequest: _request_items,
+    ActionResponse: _result_items,
+}
 
 
 def _output_items(raw: Any) -> list[dict[str, Any]] | None:
