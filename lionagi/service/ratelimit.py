@@ -137,13 +137,7 @@ class RateLimiter:
         has to wait. Cancel-safe: a caller cancelled while waiting leaves the line, takes no
         capacity, and lets the next caller move up.
         """
-        tokens = max(int(tokens), 0)
-        if self.limit_tokens is not None and tokens > self.limit_tokens:
-            raise ConfigurationError(
-                f"a request estimated at {tokens} tokens can never fit limit_tokens="
-                f"{self.limit_tokens} per {self.interval:g}s; raise limit_tokens or lower "
-                "max_tokens"
-            )
+        tokens = self._fitting(tokens)
         await checkpoint_if_cancelled()
         if not self._waiters:
             delay = self._delay(self.clock.now(), tokens)
@@ -158,20 +152,35 @@ class RateLimiter:
         waiter = _Waiter(tokens)
         self._waiters.append(waiter)
         try:
-            while True:
-                if self._waiters[0] is not waiter:
-                    await waiter.event.wait()
-                    waiter.event = anyio.Event()
-                    continue
-                delay = self._delay(self.clock.now(), tokens)
-                if delay <= 0:
-                    break
-                await self.clock.sleep(delay)
+            await self._wait_in_line(waiter)
         except BaseException:
             self._leave(waiter)
             raise
         self._leave(waiter)
         return self._admit(tokens)
+
+    def _fitting(self, tokens: int) -> int:
+        """``tokens`` as a count this limiter can ever admit."""
+        tokens = max(int(tokens), 0)
+        if self.limit_tokens is not None and tokens > self.limit_tokens:
+            raise ConfigurationError(
+                f"a request estimated at {tokens} tokens can never fit limit_tokens="
+                f"{self.limit_tokens} per {self.interval:g}s; raise limit_tokens or lower "
+                "max_tokens"
+            )
+        return tokens
+
+    async def _wait_in_line(self, waiter: _Waiter) -> None:
+        """Wait until ``waiter`` is first in line and its request fits the limits."""
+        while True:
+            if self._waiters[0] is not waiter:
+                await waiter.event.wait()
+                waiter.event = anyio.Event()
+                continue
+            delay = self._delay(self.clock.now(), waiter.tokens)
+            if delay <= 0:
+                return
+            await self.clock.sleep(delay)
 
     def _leave(self, waiter: _Waiter) -> None:
         head = bool(self._waiters) and self._waiters[0] is waiter

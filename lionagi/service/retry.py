@@ -43,6 +43,22 @@ T = TypeVar("T")
 _RETRY_STATUSES = frozenset({408, 409})
 
 
+def _seconds(value: object) -> bool:
+    """A finite number >= 0 (not a bool)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _exception_types(value: object) -> bool:
+    return isinstance(value, tuple) and all(
+        isinstance(t, type) and issubclass(t, BaseException) for t in value
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How one model call is retried.
@@ -63,30 +79,26 @@ class RetryPolicy:
     retry_on: tuple[type[BaseException], ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.attempts, int) or isinstance(self.attempts, bool):
-            raise ConfigurationError(f"RetryPolicy.attempts must be an int, got {self.attempts!r}")
-        if self.attempts < 1:
-            raise ConfigurationError(
-                f"RetryPolicy.attempts must be at least 1 (the first try), got {self.attempts}"
-            )
+        self._check_attempts()
         for name in ("initial", "max_wait", "jitter", "max_retry_after"):
             value = getattr(self, name)
-            if (
-                not isinstance(value, int | float)
-                or isinstance(value, bool)
-                or not math.isfinite(value)
-                or value < 0
-            ):
+            if not _seconds(value):
                 raise ConfigurationError(
                     f"RetryPolicy.{name} must be a finite number of seconds >= 0, got {value!r}"
                 )
         if not isinstance(self.exp_base, int | float) or not self.exp_base >= 1:
             raise ConfigurationError(f"RetryPolicy.exp_base must be >= 1, got {self.exp_base!r}")
-        if not isinstance(self.retry_on, tuple) or not all(
-            isinstance(t, type) and issubclass(t, BaseException) for t in self.retry_on
-        ):
+        if not _exception_types(self.retry_on):
             raise ConfigurationError(
                 f"RetryPolicy.retry_on must be a tuple of exception classes, got {self.retry_on!r}"
+            )
+
+    def _check_attempts(self) -> None:
+        if not isinstance(self.attempts, int) or isinstance(self.attempts, bool):
+            raise ConfigurationError(f"RetryPolicy.attempts must be an int, got {self.attempts!r}")
+        if self.attempts < 1:
+            raise ConfigurationError(
+                f"RetryPolicy.attempts must be at least 1 (the first try), got {self.attempts}"
             )
 
     def to_dict(self) -> dict[str, float | int]:
