@@ -11,6 +11,7 @@ secret, and masking it would mangle ordinary words of the server's text, so it i
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 __all__ = ["MASK", "MIN_FRAGMENT", "Scrubber", "is_placeholder_key"]
 
@@ -33,41 +34,46 @@ class Scrubber:
 
     def __init__(self, secret: str | None) -> None:
         self._secret = secret if secret and not is_placeholder_key(secret) else None
-        self._fragments: frozenset[str] = (
-            frozenset(
-                self._secret[i : i + MIN_FRAGMENT]
-                for i in range(len(self._secret) - MIN_FRAGMENT + 1)
-            )
-            if self._secret
-            else frozenset()
-        )
+        self._fragments: frozenset[str] = _pieces(self._secret) if self._secret else frozenset()
 
     def __call__(self, text: str) -> str:
         secret = self._secret
         if secret is None or not text:
             return text
         text = text.replace(secret, MASK)
-        fragments = self._fragments
         size = MIN_FRAGMENT
-        if len(text) < size:
-            return text
         # mark every window of the text that is a piece of the key, then mask the marked runs
+        fragments = self._fragments
         hits = [i for i in range(len(text) - size + 1) if text[i : i + size] in fragments]
-        if not hits:
-            return text
         out: list[str] = []
         position = 0
-        start = end = hits[0]
-        for i in [*hits[1:], None]:
-            if i is not None and i <= end + size:
-                end = i
-                continue
-            run = text[start : end + size]
+        for start, stop in _runs(hits, size):
+            run = text[start:stop]
             if len(run) >= 2 * size or any(c.isdigit() for c in run):
                 out.append(text[position:start])
                 out.append(MASK)
-                position = end + size
-            if i is not None:
-                start = end = i
+                position = stop
+        if not out:
+            return text
         out.append(text[position:])
         return "".join(out)
+
+
+def _pieces(secret: str) -> frozenset[str]:
+    """Every run of :data:`MIN_FRAGMENT` characters of ``secret``."""
+    return frozenset(secret[i : i + MIN_FRAGMENT] for i in range(len(secret) - MIN_FRAGMENT + 1))
+
+
+def _runs(hits: list[int], size: int) -> Iterator[tuple[int, int]]:
+    """The spans (start, stop) that overlapping or touching windows of ``size`` at ``hits``
+    cover, in order."""
+    if not hits:
+        return
+    start = end = hits[0]
+    for i in hits[1:]:
+        if i <= end + size:
+            end = i
+            continue
+        yield start, end + size
+        start = end = i
+    yield start, end + size

@@ -48,15 +48,19 @@ def _clean(value: Any) -> Any:
         cleaned = [_clean(item) for item in value]
         return value if all(a is b for a, b in zip(cleaned, value, strict=True)) else cleaned
     if isinstance(value, dict):
-        changed = False
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            new_key = clean_text(key) if isinstance(key, str) else key
-            new_item = _clean(item)
-            changed = changed or new_key is not key or new_item is not item
-            out[new_key] = new_item
-        return out if changed else value
+        return _clean_dict(value)
     return value
+
+
+def _clean_dict(value: dict[Any, Any]) -> dict[Any, Any]:
+    changed = False
+    out: dict[Any, Any] = {}
+    for key, item in value.items():
+        new_key = clean_text(key) if isinstance(key, str) else key
+        new_item = _clean(item)
+        changed = changed or new_key is not key or new_item is not item
+        out[new_key] = new_item
+    return out if changed else value
 
 
 def check_text(text: str, where: str, error: type[LionError] = ConfigurationError) -> str:

@@ -62,11 +62,7 @@ class Provider(ABC):
         structured_output: StructuredOutput | None = None,
         **settings: Any,
     ) -> None:
-        if structured_output is not None and structured_output not in STRUCTURED_OUTPUT_MODES:
-            raise ConfigurationError(
-                f"structured_output must be one of {', '.join(STRUCTURED_OUTPUT_MODES)}, got "
-                f"{structured_output!r}"
-            )
+        _check_structured_output(structured_output)
         self._init_kwargs: dict[str, Any] = {
             "base_url": base_url,
             "timeout": timeout,
@@ -81,14 +77,8 @@ class Provider(ABC):
         self.model = model
         if name is not None:
             self.name = name  # type: ignore[misc]  # preset instances rename themselves
-        env = self.api_key_env if api_key_env == "" else api_key_env
-        self.key_env: str | None = env
-        if api_key is None and env:
-            from_env = os.environ.get(env)
-            api_key = from_env or None
-        self.api_key: SecretStr | None = (
-            api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
-        )
+        self.key_env: str | None = self.api_key_env if api_key_env == "" else api_key_env
+        self.api_key: SecretStr | None = _secret_key(api_key, self.key_env)
         self.base_url = (base_url or self.default_base_url or "").rstrip("/") or None
         self.timeout = timeout
         self.settings: dict[str, Any] = dict(settings)
@@ -126,3 +116,19 @@ class Provider(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
+
+
+def _check_structured_output(mode: object) -> None:
+    if mode is not None and mode not in STRUCTURED_OUTPUT_MODES:
+        raise ConfigurationError(
+            f"structured_output must be one of {', '.join(STRUCTURED_OUTPUT_MODES)}, got {mode!r}"
+        )
+
+
+def _secret_key(api_key: SecretStr | str | None, env: str | None) -> SecretStr | None:
+    """The key given, else the one in the environment variable ``env``, held as a secret."""
+    if api_key is None and env:
+        api_key = os.environ.get(env) or None
+    if api_key is None or isinstance(api_key, SecretStr):
+        return api_key
+    return SecretStr(api_key)
