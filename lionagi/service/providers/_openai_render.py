@@ -55,24 +55,35 @@ def openai_body(request: ModelRequest, *, stream: bool, provider: str) -> dict[s
         body["messages"] = _with_system_note(body["messages"], schema_instruction(schema))
     if request.tools:
         body["tools"] = [openai_tool(tool) for tool in request.tools]
-    if schema is not None:
-        if request.structured_output == "json_schema":
-            title = schema.get("title")
-            name = _SCHEMA_NAME.sub("_", title)[:64] if isinstance(title, str) else ""
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name or "response", "schema": schema},
-            }
-        elif request.structured_output == "json_object":
-            body["response_format"] = {"type": "json_object"}
+    if schema is not None and (response_format := _response_format(request, schema)):
+        body["response_format"] = response_format
     apply_options(body, request.options, provider=provider, renames={}, refused={})
+    _set_streaming(body, stream)
+    return body
+
+
+def _response_format(request: ModelRequest, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``response_format`` entry that asks for ``schema`` (``None``: asked in the prompt)."""
+    if request.structured_output == "json_schema":
+        title = schema.get("title")
+        name = _SCHEMA_NAME.sub("_", title)[:64] if isinstance(title, str) else ""
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": name or "response", "schema": schema},
+        }
+    if request.structured_output == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
+def _set_streaming(body: dict[str, Any], stream: bool) -> None:
+    """Streaming on (usage included) or off, whatever the options said."""
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     else:
         body.pop("stream", None)
         body.pop("stream_options", None)
-    return body
 
 
 def _with_system_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
@@ -95,22 +106,20 @@ def _openai_part(message: Message, *, bare: bool = False) -> dict[str, Any]:
     if cached is not None:
         part: dict[str, Any] = cached
         return part
+    part = _render_part(message, bare=bare)
+    render_cache(message)[key] = part
+    return part
+
+
+def _render_part(message: Message, *, bare: bool) -> dict[str, Any]:
     if isinstance(message, System):
-        part = {"role": "system", "content": message.content}
-    elif isinstance(message, Instruction):
-        text = instruction_text(message, with_schema=not bare)
-        if message.images:
-            content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-            content.extend(
-                {"type": "image_url", "image_url": {"url": url}} for url in message.images
-            )
-            part = {"role": "user", "content": content}
-        else:
-            part = {"role": "user", "content": text}
-    elif isinstance(message, AssistantResponse):
-        part = {"role": "assistant", "content": message.content}
-    elif isinstance(message, ActionRequest):
-        part = {
+        return {"role": "system", "content": message.content}
+    if isinstance(message, Instruction):
+        return _instruction_part(message, bare=bare)
+    if isinstance(message, AssistantResponse):
+        return {"role": "assistant", "content": message.content}
+    if isinstance(message, ActionRequest):
+        return {
             **message.provider_fields,
             "id": message.call_id,
             "type": "function",
@@ -119,16 +128,22 @@ def _openai_part(message: Message, *, bare: bool = False) -> dict[str, Any]:
                 "arguments": json.dumps(message.arguments, ensure_ascii=False),
             },
         }
-    elif isinstance(message, ActionResponse):
-        part = {
+    if isinstance(message, ActionResponse):
+        return {
             "role": "tool",
             "tool_call_id": message.call_id,
             "content": output_text(message.output),
         }
-    else:
-        raise ConfigurationError(f"cannot render a {type(message).__name__} message")
-    render_cache(message)[key] = part
-    return part
+    raise ConfigurationError(f"cannot render a {type(message).__name__} message")
+
+
+def _instruction_part(message: Instruction, *, bare: bool) -> dict[str, Any]:
+    text = instruction_text(message, with_schema=not bare)
+    if not message.images:
+        return {"role": "user", "content": text}
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content.extend({"type": "image_url", "image_url": {"url": url}} for url in message.images)
+    return {"role": "user", "content": content}
 
 
 def to_openai_messages(
