@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 from abc import abstractmethod
-from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
@@ -30,6 +30,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Instruction, System
 from lionagi.service.errors import ProtocolError, ServerError
+from lionagi.service.providers._cli_settings import CLISettings
 from lionagi.service.providers.base import Provider
 from lionagi.service.types import (
     FinalChunk,
@@ -74,8 +75,10 @@ class CLIProvider(Provider):
     default_executable: ClassVar[str] = ""
     #: environment variable through which ``api_key`` reaches the child (``None``: not passed)
     child_key_env: ClassVar[str | None] = None
+    #: the model that checks this provider's settings; its fields are the setting names
+    settings_model: ClassVar[type[CLISettings]] = CLISettings
     #: settings every CLI provider accepts
-    common_settings: ClassVar[tuple[str, ...]] = ("executable", "cwd", "extra_args", "env")
+    common_settings: ClassVar[tuple[str, ...]] = tuple(CLISettings.model_fields)
 
     #: seconds between SIGTERM and SIGKILL when a run is stopped early
     terminate_grace: float = 2.0
@@ -91,20 +94,16 @@ class CLIProvider(Provider):
                 f"{self.name} does not accept {', '.join(map(repr, unknown))}; "
                 f"its settings are {', '.join(self.setting_names)}"
             )
-        self.executable: tuple[str, ...] = _executable(s.get("executable", self.default_executable))
-        cwd = s.get("cwd")
-        if cwd is not None and not isinstance(cwd, str | os.PathLike):
-            raise ConfigurationError(f"cwd must be a path or None, got {cwd!r}")
-        self.cwd: str | None = None if cwd is None else os.fspath(cwd)
+        #: the settings, checked by :attr:`settings_model`
+        self.checked = self.settings_model.read(
+            {**s, "executable": s.get("executable", self.default_executable)}
+        )
+        self.executable: tuple[str, ...] = self.checked.executable
+        self.cwd: str | None = self.checked.cwd
         if self.cwd is not None:
             s["cwd"] = self.cwd  # keep config() JSON-friendly
-        self.extra_args: tuple[str, ...] = str_seq("extra_args", s.get("extra_args", ()))
-        env = s.get("env") or {}
-        if not isinstance(env, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-        ):
-            raise ConfigurationError("env must be a mapping of str to str")
-        self.env: dict[str, str] = dict(env)
+        self.extra_args: tuple[str, ...] = self.checked.extra_args
+        self.env: dict[str, str] = dict(self.checked.env)
 
     def config(self) -> dict[str, Any]:
         return {k: v for k, v in super().config().items() if k != "env"}
@@ -340,7 +339,7 @@ def _tail(stderr: IO[bytes]) -> str:
     return f"; stderr: {text}" if text else ""
 
 
-# -- small readers of settings and events, shared by the CLI providers ---------------------
+# -- small readers of events, shared by the CLI providers ----------------------------------
 def str_or(value: Any, default: str | None) -> str | None:
     """``value`` when it is a non-empty string, else ``default``."""
     return value if isinstance(value, str) and value else default
@@ -349,53 +348,3 @@ def str_or(value: Any, default: str | None) -> str | None:
 def int_or_zero(value: Any) -> int:
     """``value`` when it is an int (not a bool), else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def opt_str(name: str, value: Any) -> str | None:
-    """Check that setting ``name`` is a string or ``None``."""
-    if value is not None and not isinstance(value, str):
-        raise ConfigurationError(f"{name} must be a string or None, got {value!r}")
-    return value
-
-
-def one_of(name: str, value: Any, allowed: Sequence[str]) -> str | None:
-    """Check that setting ``name`` is one of ``allowed`` or ``None``."""
-    if value is not None and value not in allowed:
-        raise ConfigurationError(
-            f"{name} must be one of {', '.join(allowed)} or None, got {value!r}"
-        )
-    return opt_str(name, value)
-
-
-def str_seq(name: str, value: Any) -> tuple[str, ...]:
-    """Check that setting ``name`` is a list of strings."""
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ConfigurationError(f"{name} must be a list of strings, got {value!r}")
-    if not all(isinstance(v, str) for v in value):
-        raise ConfigurationError(f"{name} must be a list of strings, got {value!r}")
-    return tuple(value)
-
-
-def tool_list(name: str, value: Any) -> tuple[str, ...]:
-    """A tool-name setting: ``None``, one name, or a list of names."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    return str_seq(name, value)
-
-
-def positive_int(name: str, value: Any) -> int | None:
-    """Check that setting ``name`` is a positive int or ``None``."""
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ConfigurationError(f"{name} must be a positive int or None, got {value!r}")
-    return value
-
-
-def _executable(value: Any) -> tuple[str, ...]:
-    parts = (value,) if isinstance(value, str) else str_seq("executable", value)
-    if not parts or not parts[0]:
-        raise ConfigurationError(
-            f"executable must be a program name or a non-empty argument list, got {value!r}"
-        )
-    return parts

@@ -13,14 +13,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from lionagi.protocols.messages import System
-from lionagi.service.providers._cli import (
-    CLIProvider,
-    CLIRun,
-    opt_str,
-    positive_int,
-    str_or,
-    tool_list,
-)
+from lionagi.service.providers._cli import CLIProvider, CLIRun, str_or
+from lionagi.service.providers._cli_settings import ClaudeCodeSettings
 from lionagi.service.providers._usage import anthropic_usage
 from lionagi.service.types import (
     ModelRequest,
@@ -55,23 +49,18 @@ class ClaudeCodeProvider(CLIProvider):
     api_key_env = None
     default_executable = "claude"
     child_key_env = "ANTHROPIC_API_KEY"
-    setting_names = (
-        *CLIProvider.common_settings,
-        "permission_mode",
-        "allowed_tools",
-        "disallowed_tools",
-        "system_prompt",
-        "max_turns",
-    )
+    settings_model = ClaudeCodeSettings
+    setting_names = tuple(ClaudeCodeSettings.model_fields)
 
     def __init__(self, *, model: str, **kwargs: Any) -> None:
         super().__init__(model=model, **kwargs)
-        s = self.settings
-        self.permission_mode: str | None = opt_str("permission_mode", s.get("permission_mode"))
-        self.allowed_tools = tool_list("allowed_tools", s.get("allowed_tools"))
-        self.disallowed_tools = tool_list("disallowed_tools", s.get("disallowed_tools"))
-        self.system_prompt: str | None = opt_str("system_prompt", s.get("system_prompt"))
-        self.max_turns: int | None = positive_int("max_turns", s.get("max_turns"))
+        checked = self.checked
+        assert isinstance(checked, ClaudeCodeSettings)
+        self.permission_mode: str | None = checked.permission_mode
+        self.allowed_tools = checked.allowed_tools
+        self.disallowed_tools = checked.disallowed_tools
+        self.system_prompt: str | None = checked.system_prompt
+        self.max_turns: int | None = checked.max_turns
 
     # -- building the command ------------------------------------------------------------
     def command(self, request: ModelRequest) -> list[str]:

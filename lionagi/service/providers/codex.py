@@ -12,9 +12,9 @@ import json
 from collections.abc import Iterator
 from typing import IO, Any
 
-from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Usage
-from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, one_of, str_or
+from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, str_or
+from lionagi.service.providers._cli_settings import CodexSettings
 from lionagi.service.types import (
     ModelRequest,
     ModelResponse,
@@ -26,7 +26,6 @@ from lionagi.service.types import (
 
 __all__ = ["CodexProvider"]
 
-_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 # item types that are Codex's own tool calls, and the name a consumer sees for each
 _TOOL_ITEMS = {
     "command_execution": "shell",
@@ -53,15 +52,15 @@ class CodexProvider(CLIProvider):
     api_key_env = None
     default_executable = "codex"
     child_key_env = "CODEX_API_KEY"
-    setting_names = (*CLIProvider.common_settings, "sandbox", "skip_git_repo_check")
+    settings_model = CodexSettings
+    setting_names = tuple(CodexSettings.model_fields)
 
     def __init__(self, *, model: str, **kwargs: Any) -> None:
         super().__init__(model=model, **kwargs)
-        self.sandbox = one_of("sandbox", self.settings.get("sandbox"), _SANDBOXES)
-        skip = self.settings.get("skip_git_repo_check", False)
-        if not isinstance(skip, bool):
-            raise ConfigurationError(f"skip_git_repo_check must be a bool, got {skip!r}")
-        self.skip_git_repo_check = skip
+        checked = self.checked
+        assert isinstance(checked, CodexSettings)
+        self.sandbox: str | None = checked.sandbox
+        self.skip_git_repo_check = checked.skip_git_repo_check
 
     def command(self, request: ModelRequest) -> list[str]:
         """The argument list of one run (the prompt is last, after ``--``)."""

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from lionagi.protocols.messages import Usage
-from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, one_of, str_or
+from lionagi.service.providers._cli import CLIProvider, CLIRun, int_or_zero, str_or
+from lionagi.service.providers._cli_settings import GeminiCLISettings
 from lionagi.service.types import (
     ModelRequest,
     ModelResponse,
@@ -24,8 +25,6 @@ from lionagi.service.types import (
 )
 
 __all__ = ["GeminiCLIProvider"]
-
-_APPROVAL_MODES = ("default", "auto_edit", "yolo", "plan")
 
 
 class GeminiCLIProvider(CLIProvider):
@@ -43,13 +42,14 @@ class GeminiCLIProvider(CLIProvider):
     api_key_env = None
     default_executable = "gemini"
     child_key_env = "GEMINI_API_KEY"
-    setting_names = (*CLIProvider.common_settings, "approval_mode")
+    settings_model = GeminiCLISettings
+    setting_names = tuple(GeminiCLISettings.model_fields)
 
     def __init__(self, *, model: str, **kwargs: Any) -> None:
         super().__init__(model=model, **kwargs)
-        self.approval_mode = one_of(
-            "approval_mode", self.settings.get("approval_mode"), _APPROVAL_MODES
-        )
+        checked = self.checked
+        assert isinstance(checked, GeminiCLISettings)
+        self.approval_mode: str | None = checked.approval_mode
 
     def command(self, request: ModelRequest) -> list[str]:
         """The argument list of one run."""
