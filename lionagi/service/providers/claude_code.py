@@ -9,8 +9,8 @@ handling (argument list, own process group, reaping on close, cancel or error) i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any, TypeAlias
 
 from lionagi.protocols.messages import System
 from lionagi.service.providers._cli import CLIProvider, CLIRun, str_or
@@ -69,55 +69,71 @@ class ClaudeCodeProvider(CLIProvider):
         argv = [*self._resolve(), "-p", "--output-format", "stream-json", "--verbose"]
         if request.model and request.model != "default":
             argv += ["--model", request.model]
+        argv += self._session_args(request)
+        argv += self._setting_args()
+        argv += [*self.extra_args, "--", prompt]
+        return argv
+
+    def _session_args(self, request: ModelRequest) -> list[str]:
+        """``--resume`` a session, or on a first turn the system text appended."""
         if request.session_id:
-            argv += ["--resume", request.session_id]
-        else:
-            system = "\n\n".join(m.content for m in request.messages if isinstance(m, System))
-            if system:
-                argv += ["--append-system-prompt", system]
-        if self.system_prompt is not None:
-            argv += ["--system-prompt", self.system_prompt]
-        if self.permission_mode is not None:
-            argv += ["--permission-mode", self.permission_mode]
-        if self.allowed_tools:
-            argv += ["--allowedTools", ",".join(self.allowed_tools)]
-        if self.disallowed_tools:
-            argv += ["--disallowedTools", ",".join(self.disallowed_tools)]
+            return ["--resume", request.session_id]
+        system = "\n\n".join(m.content for m in request.messages if isinstance(m, System))
+        return ["--append-system-prompt", system] if system else []
+
+    def _setting_args(self) -> list[str]:
+        lists = (
+            ("--allowedTools", self.allowed_tools),
+            ("--disallowedTools", self.disallowed_tools),
+        )
+        single = (
+            ("--system-prompt", self.system_prompt),
+            ("--permission-mode", self.permission_mode),
+        )
+        argv = [arg for flag, value in single if value is not None for arg in (flag, value)]
+        argv += [arg for flag, names in lists if names for arg in (flag, ",".join(names))]
         if self.max_turns is not None:
             argv += ["--max-turns", str(self.max_turns)]
-        argv += [*self.extra_args, "--", prompt]
         return argv
 
     # -- reading events ------------------------------------------------------------------
     def _translate(self, event: dict[str, Any], run: CLIRun) -> Iterator[StreamChunk]:
-        kind = event.get("type")
-        if kind == "system" and event.get("subtype") == "init":
+        read = _EVENTS.get(event.get("type"))
+        return iter(()) if read is None else read(self, event, run)
+
+    def _on_system(self, event: dict[str, Any], run: CLIRun) -> Iterator[StreamChunk]:
+        if event.get("subtype") == "init":
             run.session_id = str_or(event.get("session_id"), run.session_id)
             run.model = str_or(event.get("model"), run.model)
-        elif kind == "assistant":
-            for block in _content(event):
-                if block.get("type") == "text" and block.get("text"):
-                    yield TextDelta(text=str(block["text"]), complete=True)
-                elif block.get("type") == "tool_use":
-                    yield ToolCallDelta(
-                        index=run.tool_index,
-                        id=str_or(block.get("id"), None),
-                        name=str_or(block.get("name"), None),
-                        arguments=json.dumps(block.get("input") or {}, ensure_ascii=False),
-                    )
-                    run.tool_index += 1
-        elif kind == "user":
-            for block in _content(event):
-                if block.get("type") == "tool_result":
-                    yield ToolResultEvent(
-                        call_id=str(block.get("tool_use_id", "")),
-                        output=_tool_output(block.get("content")),
-                        is_error=bool(block.get("is_error", False)),
-                    )
-        elif kind == "result":
-            run.session_id = str_or(event.get("session_id"), run.session_id)
-            run.result = event
-            run.done = True
+        return iter(())
+
+    def _on_assistant(self, event: dict[str, Any], run: CLIRun) -> Iterator[StreamChunk]:
+        for block in _content(event):
+            if block.get("type") == "text" and block.get("text"):
+                yield TextDelta(text=str(block["text"]), complete=True)
+            elif block.get("type") == "tool_use":
+                yield ToolCallDelta(
+                    index=run.tool_index,
+                    id=str_or(block.get("id"), None),
+                    name=str_or(block.get("name"), None),
+                    arguments=json.dumps(block.get("input") or {}, ensure_ascii=False),
+                )
+                run.tool_index += 1
+
+    def _on_user(self, event: dict[str, Any], run: CLIRun) -> Iterator[StreamChunk]:
+        for block in _content(event):
+            if block.get("type") == "tool_result":
+                yield ToolResultEvent(
+                    call_id=str(block.get("tool_use_id", "")),
+                    output=_tool_output(block.get("content")),
+                    is_error=bool(block.get("is_error", False)),
+                )
+
+    def _on_result(self, event: dict[str, Any], run: CLIRun) -> Iterator[StreamChunk]:
+        run.session_id = str_or(event.get("session_id"), run.session_id)
+        run.result = event
+        run.done = True
+        return iter(())
 
     def _finish(self, run: CLIRun, returncode: int, stderr: IO[bytes]) -> ModelResponse:
         result = run.result
@@ -153,6 +169,18 @@ class ClaudeCodeProvider(CLIProvider):
             session_id=run.session_id,
             raw=result,
         )
+
+
+_EventReader: TypeAlias = Callable[
+    [ClaudeCodeProvider, dict[str, Any], CLIRun], Iterator[StreamChunk]
+]
+#: how each stream-json event type is read
+_EVENTS: dict[Any, _EventReader] = {
+    "system": ClaudeCodeProvider._on_system,
+    "assistant": ClaudeCodeProvider._on_assistant,
+    "user": ClaudeCodeProvider._on_user,
+    "result": ClaudeCodeProvider._on_result,
+}
 
 
 def _content(event: dict[str, Any]) -> list[dict[str, Any]]:

@@ -82,22 +82,25 @@ class CodexProvider(CLIProvider):
         kind = event.get("type")
         item = event.get("item")
         item = item if isinstance(item, dict) else {}
-        item_type = item.get("type")
         if kind == "thread.started":
             run.session_id = str_or(event.get("thread_id"), run.session_id)
-        elif kind == "item.started" and item_type in _TOOL_ITEMS:
+        elif kind == "item.started" and item.get("type") in _TOOL_ITEMS:
             yield self._tool_call(item, run)
         elif kind == "item.completed":
-            if item_type == "agent_message" and isinstance(item.get("text"), str):
-                run.texts.append(item["text"])
-                yield TextDelta(text=item["text"], complete=True)
-            elif item_type in _TOOL_ITEMS:
-                if str(item.get("id")) not in run.extra:  # completed without a start event
-                    yield self._tool_call(item, run)
-                yield _tool_result(item)
-        elif kind == "turn.completed" or kind in ("turn.failed", "error"):
+            yield from self._item_completed(item, run)
+        elif kind in ("turn.completed", "turn.failed", "error"):
             run.result = event
             run.done = True
+
+    def _item_completed(self, item: dict[str, Any], run: CLIRun) -> Iterator[StreamChunk]:
+        item_type = item.get("type")
+        if item_type == "agent_message" and isinstance(item.get("text"), str):
+            run.texts.append(item["text"])
+            yield TextDelta(text=item["text"], complete=True)
+        elif item_type in _TOOL_ITEMS:
+            if str(item.get("id")) not in run.extra:  # completed without a start event
+                yield self._tool_call(item, run)
+            yield _tool_result(item)
 
     def _tool_call(self, item: dict[str, Any], run: CLIRun) -> ToolCallDelta:
         item_id = str(item.get("id", f"item_{run.tool_index}"))

@@ -75,26 +75,23 @@ class GeminiCLIProvider(CLIProvider):
                 run.texts.append(content)
                 yield TextDelta(text=content, complete=not event.get("delta"))
         elif kind == "tool_use":
-            run.texts.clear()  # the reply is the text after the last tool
-            yield ToolCallDelta(
-                index=run.tool_index,
-                id=str_or(event.get("tool_id"), None),
-                name=str_or(event.get("tool_name"), None),
-                arguments=json.dumps(event.get("parameters") or {}, ensure_ascii=False),
-            )
-            run.tool_index += 1
+            yield self._tool_use(event, run)
         elif kind == "tool_result":
-            failed = event.get("status") == "error"
-            error = event.get("error")
-            output = error.get("message") if failed and isinstance(error, dict) else None
-            yield ToolResultEvent(
-                call_id=str(event.get("tool_id", "")),
-                output=output if output is not None else event.get("output"),
-                is_error=failed,
-            )
+            yield _tool_result(event)
         elif kind == "result":
             run.result = event
             run.done = True
+
+    def _tool_use(self, event: dict[str, Any], run: CLIRun) -> ToolCallDelta:
+        run.texts.clear()  # the reply is the text after the last tool
+        delta = ToolCallDelta(
+            index=run.tool_index,
+            id=str_or(event.get("tool_id"), None),
+            name=str_or(event.get("tool_name"), None),
+            arguments=json.dumps(event.get("parameters") or {}, ensure_ascii=False),
+        )
+        run.tool_index += 1
+        return delta
 
     def _finish(self, run: CLIRun, returncode: int, stderr: IO[bytes]) -> ModelResponse:
         result = run.result
@@ -123,3 +120,14 @@ class GeminiCLIProvider(CLIProvider):
             session_id=run.session_id,
             raw=result,
         )
+
+
+def _tool_result(event: dict[str, Any]) -> ToolResultEvent:
+    failed = event.get("status") == "error"
+    error = event.get("error")
+    output = error.get("message") if failed and isinstance(error, dict) else None
+    return ToolResultEvent(
+        call_id=str(event.get("tool_id", "")),
+        output=output if output is not None else event.get("output"),
+        is_error=failed,
+    )
