@@ -20,6 +20,7 @@ from lionagi.protocols.messages import (
     AssistantResponse,
     Message,
     Reasoning,
+    ToolCall,
     Usage,
 )
 from lionagi.service.errors import ProtocolError
@@ -206,36 +207,27 @@ class Segmenter:
         if not text and not refusal and not (empty and self._reasoning):
             return []
         self._texted = self._texted or bool(text)
-        extras: dict[str, Any] = {}
-        if self._reasoning:
-            extras["reasoning"] = tuple(self._reasoning)
-            self._reasoning.clear()
+        extras = self._take_reasoning()
         if final is None:
             return [AssistantResponse(content=text, model=self._model.model, **extras)]
         if refusal is not None:
             extras["refusal"] = refusal
-        return [
-            AssistantResponse(
-                content=text, model=final.model or self._model.model, usage=final.usage, **extras
-            )
-        ]
+        model = final.model or self._model.model
+        return [AssistantResponse(content=text, model=model, usage=final.usage, **extras)]
+
+    def _take_reasoning(self) -> dict[str, Any]:
+        """The gathered reasoning blocks as message fields (none when there are none)."""
+        if not self._reasoning:
+            return {}
+        reasoning = tuple(self._reasoning)
+        self._reasoning.clear()
+        return {"reasoning": reasoning}
 
     def _flush_calls(self, final: ModelResponse | None) -> list[Message]:
-        parsed: dict[str, Any] = {}
-        if final is not None:  # a call without an id is known by its place, as in deltas
-            parsed = {call.id or f"call_{i}": call for i, call in enumerate(final.tool_calls)}
+        # a call without an id is known by its place, as in deltas
+        parsed = {} if final is None else _by_id(final.tool_calls)
         out: list[Message] = self._flush_text(None, empty=True) if self._calls or parsed else []
-        for index in sorted(self._calls):
-            pending = self._calls[index]
-            call_id = pending.id or f"call_{index}"
-            known = parsed.get(call_id)
-            fields = pending.provider_fields
-            if known is not None:
-                name, arguments = known.name, dict(known.arguments)
-                fields = dict(known.provider_fields) or fields
-            else:
-                name, arguments = self._assemble(call_id, pending)
-            out.append(self._request(call_id, name, arguments, fields))
+        out.extend(self._gathered(index, parsed) for index in sorted(self._calls))
         self._calls.clear()
         # calls of a provider that sent no tool-call deltas
         out.extend(
@@ -244,6 +236,17 @@ class Segmenter:
             if call_id not in self._requests
         )
         return out
+
+    def _gathered(self, index: int, parsed: dict[str, ToolCall]) -> ActionRequest:
+        """The request of the call gathered at ``index``; the provider's parsed call wins."""
+        pending = self._calls[index]
+        call_id = pending.id or f"call_{index}"
+        known = parsed.get(call_id)
+        if known is None:
+            name, arguments = self._assemble(call_id, pending)
+            return self._request(call_id, name, arguments, pending.provider_fields)
+        fields = dict(known.provider_fields) or pending.provider_fields
+        return self._request(call_id, known.name, dict(known.arguments), fields)
 
     def _request(
         self, call_id: str, name: str, arguments: dict[str, Any], fields: dict[str, Any]
@@ -272,6 +275,10 @@ class Segmenter:
 
     def _protocol(self, message: str) -> ProtocolError:
         return ProtocolError(message, provider=self._model.provider_name, model=self._model.model)
+
+
+def _by_id(calls: tuple[ToolCall, ...]) -> dict[str, ToolCall]:
+    return {call.id or f"call_{i}": call for i, call in enumerate(calls)}
 
 
 _Handler: TypeAlias = Callable[[Segmenter, Any], list[Message]]
