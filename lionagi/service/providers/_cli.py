@@ -75,10 +75,14 @@ class CLIProvider(Provider):
     default_executable: ClassVar[str] = ""
     #: environment variable through which ``api_key`` reaches the child (``None``: not passed)
     child_key_env: ClassVar[str | None] = None
-    #: the model that checks this provider's settings; its fields are the setting names
+    #: the model that checks this provider's settings: its fields are the setting names, and
+    #: each checked setting becomes an attribute of the provider
     settings_model: ClassVar[type[CLISettings]] = CLISettings
-    #: settings every CLI provider accepts
-    common_settings: ClassVar[tuple[str, ...]] = tuple(CLISettings.model_fields)
+    setting_names: ClassVar[tuple[str, ...]] = tuple(CLISettings.model_fields)
+    executable: tuple[str, ...]
+    cwd: str | None
+    extra_args: tuple[str, ...]
+    env: dict[str, str]
 
     #: seconds between SIGTERM and SIGKILL when a run is stopped early
     terminate_grace: float = 2.0
@@ -94,16 +98,18 @@ class CLIProvider(Provider):
                 f"{self.name} does not accept {', '.join(map(repr, unknown))}; "
                 f"its settings are {', '.join(self.setting_names)}"
             )
-        #: the settings, checked by :attr:`settings_model`
-        self.checked = self.settings_model.read(
+        checked = self.settings_model.read(
             {**s, "executable": s.get("executable", self.default_executable)}
         )
-        self.executable: tuple[str, ...] = self.checked.executable
-        self.cwd: str | None = self.checked.cwd
+        for name in type(checked).model_fields:  # each setting becomes an attribute
+            setattr(self, name, getattr(checked, name))
+        self.env = dict(checked.env)
         if self.cwd is not None:
             s["cwd"] = self.cwd  # keep config() JSON-friendly
-        self.extra_args: tuple[str, ...] = self.checked.extra_args
-        self.env: dict[str, str] = dict(self.checked.env)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.setting_names = tuple(cls.settings_model.model_fields)
 
     def config(self) -> dict[str, Any]:
         return {k: v for k, v in super().config().items() if k != "env"}

@@ -13,7 +13,7 @@ from typing import Any
 
 from lionagi.protocols.messages import Usage
 
-__all__ = ["anthropic_usage", "as_int"]
+__all__ = ["anthropic_usage", "as_int", "openai_usage"]
 
 
 def as_int(value: Any) -> int:
@@ -34,4 +34,19 @@ def anthropic_usage(raw: Any) -> Usage:
         output_tokens=as_int(raw.get("output_tokens")),
         cached_input_tokens=read,
         cache_write_tokens=write,
+    )
+
+
+def openai_usage(raw: Any, *, given: str = "prompt", produced: str = "completion") -> Usage:
+    """Usage from OpenAI's counts, which already follow the shared convention: chat
+    completions name them ``prompt``/``completion``, the Responses API ``input``/``output``
+    (``{given}_tokens``, ``{produced}_tokens``, ``{given}_tokens_details.cached_tokens``)."""
+    if not isinstance(raw, dict):
+        return Usage()
+    details = raw.get(f"{given}_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        input_tokens=as_int(raw.get(f"{given}_tokens")),
+        output_tokens=as_int(raw.get(f"{produced}_tokens")),
+        cached_input_tokens=as_int(cached),
     )

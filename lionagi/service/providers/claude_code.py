@@ -50,17 +50,11 @@ class ClaudeCodeProvider(CLIProvider):
     default_executable = "claude"
     child_key_env = "ANTHROPIC_API_KEY"
     settings_model = ClaudeCodeSettings
-    setting_names = tuple(ClaudeCodeSettings.model_fields)
-
-    def __init__(self, *, model: str, **kwargs: Any) -> None:
-        super().__init__(model=model, **kwargs)
-        checked = self.checked
-        assert isinstance(checked, ClaudeCodeSettings)
-        self.permission_mode: str | None = checked.permission_mode
-        self.allowed_tools = checked.allowed_tools
-        self.disallowed_tools = checked.disallowed_tools
-        self.system_prompt: str | None = checked.system_prompt
-        self.max_turns: int | None = checked.max_turns
+    permission_mode: str | None
+    allowed_tools: tuple[str, ...]
+    disallowed_tools: tuple[str, ...]
+    system_prompt: str | None
+    max_turns: int | None
 
     # -- building the command ------------------------------------------------------------
     def command(self, request: ModelRequest) -> list[str]:

@@ -53,14 +53,8 @@ class CodexProvider(CLIProvider):
     default_executable = "codex"
     child_key_env = "CODEX_API_KEY"
     settings_model = CodexSettings
-    setting_names = tuple(CodexSettings.model_fields)
-
-    def __init__(self, *, model: str, **kwargs: Any) -> None:
-        super().__init__(model=model, **kwargs)
-        checked = self.checked
-        assert isinstance(checked, CodexSettings)
-        self.sandbox: str | None = checked.sandbox
-        self.skip_git_repo_check = checked.skip_git_repo_check
+    sandbox: str | None
+    skip_git_repo_check: bool
 
     def command(self, request: ModelRequest) -> list[str]:
         """The argument list of one run (the prompt is last, after ``--``)."""

@@ -43,13 +43,7 @@ class GeminiCLIProvider(CLIProvider):
     default_executable = "gemini"
     child_key_env = "GEMINI_API_KEY"
     settings_model = GeminiCLISettings
-    setting_names = tuple(GeminiCLISettings.model_fields)
-
-    def __init__(self, *, model: str, **kwargs: Any) -> None:
-        super().__init__(model=model, **kwargs)
-        checked = self.checked
-        assert isinstance(checked, GeminiCLISettings)
-        self.approval_mode: str | None = checked.approval_mode
+    approval_mode: str | None
 
     def command(self, request: ModelRequest) -> list[str]:
         """The argument list of one run."""

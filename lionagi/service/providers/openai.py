@@ -19,12 +19,12 @@ from lionagi.service.embeddings import Embeddings, openai_embeddings
 from lionagi.service.errors import ProviderError
 from lionagi.service.providers._http import (
     HTTPProvider,
-    as_int,
     error_for_status,
     server_message_from,
     status_of_error,
 )
 from lionagi.service.providers._openai_render import openai_body
+from lionagi.service.providers._usage import openai_usage
 from lionagi.service.types import (
     FinalChunk,
     ModelRequest,
@@ -324,15 +324,7 @@ class OpenAIChatProvider(HTTPProvider):
         )
 
     def _usage(self, raw: Any) -> Usage:
-        if not isinstance(raw, dict):
-            return Usage()
-        details = raw.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        return Usage(
-            input_tokens=as_int(raw.get("prompt_tokens")),
-            output_tokens=as_int(raw.get("completion_tokens")),
-            cached_input_tokens=as_int(cached),
-        )
+        return openai_usage(raw)
 
     def _payload_error(self, data: Mapping[str, Any]) -> ProviderError:
         """The typed error for an ``{"error": ...}`` payload (in a 200 body or a stream)."""

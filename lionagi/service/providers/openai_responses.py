@@ -35,6 +35,7 @@ from lionagi.protocols.messages import (
 from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service.errors import ProviderError, ServerError
 from lionagi.service.providers._http import as_int, preview
+from lionagi.service.providers._usage import openai_usage
 from lionagi.service.providers.openai import OpenAIChatProvider, _PartialCall
 from lionagi.service.types import (
     FinalChunk,
@@ -143,15 +144,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         return ServerError(f"{detail}{where}", provider=self.name, model=self.model)
 
     def _usage(self, raw: Any) -> Usage:
-        if not isinstance(raw, dict):
-            return Usage()
-        details = raw.get("input_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        return Usage(
-            input_tokens=as_int(raw.get("input_tokens")),
-            output_tokens=as_int(raw.get("output_tokens")),
-            cached_input_tokens=as_int(cached),
-        )
+        return openai_usage(raw, given="input", produced="output")
 
     # -- streams -----------------------------------------------------------------------
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
