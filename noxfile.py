@@ -49,7 +49,7 @@ def properties(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def stream_memory(session: nox.Session) -> None:
     """The long-reply memory tests at full size: a 100,000-chunk reply through a Branch stream
-    on both backends (the test suite runs them at 20,000 chunks)."""
+    on both backends (the test suite runs them at 20,000 chunks, the traced one at 5,000)."""
     _install(session)
     env = {"LIONAGI_LONG_REPLY_CHUNKS": session.posargs[0] if session.posargs else "100000"}
     session.run(

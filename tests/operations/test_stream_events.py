@@ -425,6 +425,8 @@ async def test_a_long_reply_keeps_no_object_per_chunk() -> None:
 
 
 # chunks in the reply of the long-reply tests; every chunk is one turn step, so a longer reply
-# costs time only. `nox -s stream_memory` runs them at 100,000.
-LONG = int(os.environ.get("LIONAGI_LONG_REPLY_CHUNKS", "20000"))
-TRACED = min(LONG, 5_000)  # tracemalloc makes each step several times slower
+# costs time only. `nox -s stream_memory` runs both at 100,000; the suite at 20,000 and, for
+# the traced one (tracemalloc makes each step several times slower), 5,000.
+_SIZE = os.environ.get("LIONAGI_LONG_REPLY_CHUNKS")
+LONG = 20_000 if _SIZE is None else int(_SIZE)
+TRACED = 5_000 if _SIZE is None else LONG
