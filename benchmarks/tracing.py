@@ -2,6 +2,13 @@
 and -- with ``--baseline`` -- tracing off against the code before the instrumentation hooks.
 
 ``python -m benchmarks.tracing [--quick] [--baseline SRC] [--out DIR]``
+``python -m benchmarks.tracing --instructions --baseline SRC [--tree NAME=SRC ...]``
+
+``--instructions`` counts machine instructions per turn under ``valgrind --tool=callgrind``
+instead of timing: the count does not depend on what else the machine runs, so it compares
+trees on a shared, loaded machine. Each variant runs in two fresh interpreters that differ
+only in the number of turns; the difference of their totals over the difference of turns is
+the per-turn count (start-up and import cancel out).
 
 Each variant runs ``chat_and_record`` turns in batches (a fresh Branch every 100 turns, so
 history length does not matter), alternating with the "off" variant in one process; ratios
@@ -17,9 +24,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from benchmarks._common import portable_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESET = 100
@@ -147,7 +158,7 @@ def _against_baseline(baseline: Path, turns: int, batches: int, rounds: int) -> 
         for backend in pairs:
             pairs[backend].append((before[backend], now[backend]))
     return {
-        "lionagi files": {k: os.path.relpath(v, ROOT) for k, v in files.items()},
+        "lionagi files": {k: portable_path(v) for k, v in files.items()},
         **{
             backend: {
                 "before_us_per_turn": _median([p[0] for p in values]),
@@ -157,6 +168,138 @@ def _against_baseline(baseline: Path, turns: int, batches: int, rounds: int) -> 
             for backend, values in pairs.items()
         },
     }
+
+
+# -- instruction counts (callgrind) ---------------------------------------------------------------
+# Runs ``TURNS`` turns after a warm-up, on one backend, with tracing off / no-op / SDK.
+_COUNTED = """
+import sys
+import anyio
+from lionagi import Branch
+from lionagi.service.types import ModelResponse
+from lionagi.protocols.messages import Usage
+from lionagi.testing import FunctionModel
+
+TURNS, BACKEND, MODE = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+if MODE != "off":
+    from lionagi import otel
+    provider = None
+    if MODE == "sdk":
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    otel.instrument(provider)
+
+async def reply(messages, **options):
+    return ModelResponse(text="ok", usage=Usage(input_tokens=3, output_tokens=1),
+                         model="function", finish_reason="stop")
+
+async def turns(count):
+    model = FunctionModel(reply)
+    model.provider.calls = type("Unrecorded", (list,), {"append": lambda self, item: None})()
+    for start in range(0, count, 100):
+        branch = Branch(system="s", chat_model=model)
+        for _ in range(min(100, count - start)):
+            await branch.chat_and_record("hello")
+
+async def main():
+    await turns(200)  # warm-up: caches, first-call paths
+    await turns(TURNS)
+
+anyio.run(main, backend=BACKEND)
+"""
+
+INSTRUCTION_TURNS = (50, 300)
+
+
+def _counted_run(
+    src: Path, cache: Path, turns: int, backend: str, mode: str, tool: list[str]
+) -> str:
+    """Run the counted program under ``tool`` (a valgrind command line, or nothing) against
+    the package tree ``src``; returns its stderr. Bytecode is cached under ``cache`` (this
+    machine may set PYTHONDONTWRITEBYTECODE: without a cache every run compiles the package)."""
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    program = _COUNTED + "\nimport lionagi; print(lionagi.__file__)\n"
+    done = subprocess.run(
+        [*tool, sys.executable, "-c", program, str(turns), backend, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=src,
+    )
+    used = Path(done.stdout.strip().splitlines()[-1]).resolve()
+    if not used.is_relative_to(src.resolve()):
+        raise RuntimeError(f"{src} ran lionagi from {used}")
+    return done.stderr
+
+
+def _per_turn(src: Path, cache: Path, backend: str, mode: str) -> float:
+    _counted_run(src, cache, 1, backend, mode, [])  # compiles and caches the bytecode
+    low, high = INSTRUCTION_TURNS
+    tool = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    counts = []
+    for turns in (low, high):
+        stderr = _counted_run(src, cache, turns, backend, mode, tool)
+        [total] = [line for line in stderr.splitlines() if "Collected :" in line]
+        counts.append(int(total.rsplit(":", 1)[1].strip()))
+    return (counts[1] - counts[0]) / (high - low)
+
+
+def _instruction_counts(trees: dict[str, Path]) -> dict[str, Any]:
+    """Instructions per turn of every tree with tracing off, and of this tree traced."""
+    variants = [(name, src, "off") for name, src in trees.items()]
+    variants += [("now, traced (no-op API tracer)", ROOT, "noop")]
+    variants += [("now, traced (SDK, in-memory exporter)", ROOT, "sdk")]
+    results: dict[str, Any] = {}
+    jobs = [(backend, *variant) for backend in ("asyncio", "trio") for variant in variants]
+    with tempfile.TemporaryDirectory() as caches:
+
+        def count(job: tuple[str, str, Path, str]) -> float:
+            backend, _, src, mode = job
+            cache = Path(caches) / str(list(trees.values()).index(src))  # one per tree
+            return _per_turn(src, cache, backend, mode)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:  # each job runs its own processes
+            per_job = {
+                (job[0], job[1]): n for job, n in zip(jobs, pool.map(count, jobs), strict=True)
+            }
+    for backend in ("asyncio", "trio"):
+        rows = {name: per_job[backend, name] for name, _, _ in variants}
+        reference = rows[next(iter(trees))]
+        results[backend] = {
+            name: {"instructions_per_turn": round(count), "ratio": count / reference}
+            for name, count in rows.items()
+        }
+    return results
+
+
+def _instructions_markdown(results: dict[str, Any], command: str) -> str:
+    low, high = INSTRUCTION_TURNS
+    lines = [
+        "# Tracing overhead in instructions per turn (callgrind)",
+        "",
+        f"Command: `{command}`",
+        "",
+        "Machine instructions per `chat_and_record` turn (offline model answering at once, "
+        f"fresh Branch every {RESET} turns) under `valgrind --tool=callgrind`: the totals of "
+        f"two fresh interpreters running {low} and {high} turns after the same warm-up, "
+        f"difference over {high - low}. `PYTHONHASHSEED=0`. The ratio is to the first row "
+        "(the code before the instrumentation hooks).",
+        "",
+        "| backend | tree / variant | instructions per turn | ratio |",
+        "|---|---|---|---|",
+    ]
+    for backend, rows in results.items():
+        for name, row in rows.items():
+            lines.append(
+                f"| {backend} | {name} | {row['instructions_per_turn']:,} | {row['ratio']:.4f} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def _markdown(results: dict[str, Any], command: str) -> str:
@@ -201,7 +344,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--baseline", type=Path, help="package tree from before the hooks")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions under callgrind"
+    )
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=SRC",
+        help="with --instructions: another package tree to count (tracing off)",
+    )
     args = parser.parse_args(argv)
+    if args.instructions:
+        if args.baseline is None:
+            parser.error("--instructions needs --baseline")
+        trees = {"before the hooks": args.baseline}
+        for item in args.tree:
+            name, _, src = item.partition("=")
+            trees[name] = Path(src)
+        trees["now"] = ROOT
+        counted = _instruction_counts(trees)
+        command = "python -m benchmarks.tracing --instructions --baseline <tree before the hooks>"
+        command += "".join(f" --tree '{name}=<tree>'" for name in list(trees)[1:-1])
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "tracing-instructions.json").write_text(json.dumps(counted, indent=2) + "\n")
+        (args.out / "tracing-instructions.md").write_text(_instructions_markdown(counted, command))
+        print(_instructions_markdown(counted, command))
+        return 0
     turns, batches, rounds = (200, 3, 1) if args.quick else (2000, 9, 5)
     results: dict[str, Any] = {"in_process": _in_process(turns, batches)}
     if args.baseline is not None:
