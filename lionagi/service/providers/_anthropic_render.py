@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import ConfigurationError
@@ -129,51 +129,68 @@ def _anthropic_image(url: str) -> dict[str, Any]:
     }
 
 
+def _system(message: System) -> tuple[str, list[dict[str, Any]]]:
+    return "system", [{"type": "text", "text": message.content}]
+
+
+def _instruction(message: Instruction) -> tuple[str, list[dict[str, Any]]]:
+    text = instruction_text(message)
+    blocks = [_anthropic_image(url) for url in message.images]
+    if text:
+        blocks.append({"type": "text", "text": text})
+    return "user", blocks
+
+
+def _assistant(message: AssistantResponse) -> tuple[str, list[dict[str, Any]]]:
+    # thinking goes back first and verbatim: Anthropic checks its signature
+    blocks = [dict(r.block) for r in message.reasoning if r.format == _ANTHROPIC and r.block]
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    return "assistant", blocks
+
+
+def _tool_use(message: ActionRequest) -> tuple[str, list[dict[str, Any]]]:
+    block = {
+        "type": "tool_use",
+        "id": message.call_id,
+        "name": message.function,
+        "input": message.arguments,
+    }
+    return "assistant", [block]
+
+
+def _tool_result(message: ActionResponse) -> tuple[str, list[dict[str, Any]]]:
+    block = {
+        "type": "tool_result",
+        "tool_use_id": message.call_id,
+        "content": output_text(message.output),
+        "is_error": message.is_error,
+    }
+    return "user", [block]
+
+
+# message kind -> its (role, content blocks); checked in order, so subclasses render as their base
+_PARTS: tuple[tuple[type[Any], Callable[[Any], tuple[str, list[dict[str, Any]]]]], ...] = (
+    (System, _system),
+    (Instruction, _instruction),
+    (AssistantResponse, _assistant),
+    (ActionRequest, _tool_use),
+    (ActionResponse, _tool_result),
+)
+
+
 def _anthropic_part(message: Message) -> tuple[str, list[dict[str, Any]]]:
     """The memoized (role, content blocks) of one message; system text for a System."""
     cached = render_cache(message).get(_ANTHROPIC)
     if cached is not None:
         role_blocks: tuple[str, list[dict[str, Any]]] = cached
         return role_blocks
-    blocks: list[dict[str, Any]]
-    if isinstance(message, System):
-        role, blocks = "system", [{"type": "text", "text": message.content}]
-    elif isinstance(message, Instruction):
-        text = instruction_text(message)
-        blocks = [_anthropic_image(url) for url in message.images]
-        if text:
-            blocks.append({"type": "text", "text": text})
-        role = "user"
-    elif isinstance(message, AssistantResponse):
-        role = "assistant"
-        # thinking goes back first and verbatim: Anthropic checks its signature
-        blocks = [dict(r.block) for r in message.reasoning if r.format == _ANTHROPIC and r.block]
-        if message.content:
-            blocks.append({"type": "text", "text": message.content})
-    elif isinstance(message, ActionRequest):
-        role = "assistant"
-        blocks = [
-            {
-                "type": "tool_use",
-                "id": message.call_id,
-                "name": message.function,
-                "input": message.arguments,
-            }
-        ]
-    elif isinstance(message, ActionResponse):
-        role = "user"
-        blocks = [
-            {
-                "type": "tool_result",
-                "tool_use_id": message.call_id,
-                "content": output_text(message.output),
-                "is_error": message.is_error,
-            }
-        ]
-    else:
+    render = next((part for kind, part in _PARTS if isinstance(message, kind)), None)
+    if render is None:
         raise ConfigurationError(f"cannot render a {type(message).__name__} message")
-    render_cache(message)[_ANTHROPIC] = (role, blocks)
-    return role, blocks
+    role_blocks = render(message)
+    render_cache(message)[_ANTHROPIC] = role_blocks
+    return role_blocks
 
 
 def to_anthropic_messages(
