@@ -89,6 +89,8 @@ def check(response: ModelResponse, chunks: list[StreamChunk], expect: dict[str, 
     if deltas:  # every streamed call is known by the id its deltas carried
         delta_ids = {c.id for c in deltas if c.id}
         assert {call["id"] for call in calls} <= delta_ids
+        named = [c.index for c in deltas if c.name]  # a call's name arrives once
+        assert len(named) == len(set(named)), deltas
 
 
 def check_continuations(server: ScriptedServer, wanted: list[dict[str, Any]]) -> None:

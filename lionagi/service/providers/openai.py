@@ -244,10 +244,14 @@ class OpenAIChatProvider(HTTPProvider):
         return call_id
 
     def _delta_name(self, call: _PartialCall, value: Any, index: int) -> str | None:
+        """The function name this delta announces: once, though some servers (llama-cpp-python)
+        send it again with every delta."""
         if value in (None, ""):
             return None
         name = self._call_name(value, index)
-        call.name = call.name or name
+        if call.name:
+            return None
+        call.name = name
         return name
 
     # -- pieces ------------------------------------------------------------------------
