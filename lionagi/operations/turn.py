@@ -347,13 +347,13 @@ async def _drain_signals(context: TurnExecutionContext) -> None:
     while context.signals_pending:
         if _delivering_var.get():
             return
-        with anyio.CancelScope(shield=True):
-            if context.delivering:  # another task of the turn is delivering: wait for it
-                if context.delivered is None:
-                    context.delivered = anyio.Event()
+        if context.delivering:  # another task of the turn is delivering: wait for it
+            if context.delivered is None:
+                context.delivered = anyio.Event()
+            with anyio.CancelScope(shield=True):
                 await context.delivered.wait()
-                continue
-            await _deliver_queued(context)
+            continue
+        await _deliver_queued(context)
 
 
 async def _deliver_queued(context: TurnExecutionContext) -> None:
@@ -364,7 +364,7 @@ async def _deliver_queued(context: TurnExecutionContext) -> None:
         while pending:
             observer, signal = pending.popleft()
             try:
-                await observer.emit(signal)
+                await observer.emit(signal, shielded=True)
             except Exception:  # emit contains handler errors; guard the turn anyway
                 logger.exception("message signal delivery failed in turn %s", context.turn_id)
     finally:
@@ -592,8 +592,11 @@ class _Turn:
         # bound while finalizing, so a terminal handler's call on the Branch is recognised
         token = _active_turn_var.set(_ActiveTurnBinding(self.branch.id, self.scope))
         try:
-            if close is None and self.branch._observer is None and not context.signals_pending:
-                return  # nothing to await: no shielded scope needed
+            if close is None and not context.signals_pending:
+                # nothing to await but the terminal's async handlers, which emit shields: no
+                # shielded scope needed
+                await self._emit_terminal(outcome)
+                return
             with anyio.CancelScope(shield=True):
                 if close is not None:
                     closed = await _in_step_group(self.branch, self.scope, close, ends_turn=True)
@@ -651,7 +654,7 @@ class _Turn:
                 duration_ms=duration_ms,
             )
         try:
-            await observer.emit(signal)
+            await observer.emit(signal, shielded=True)
         except Exception:  # the terminal attempt is made once; its failure is diagnostic
             logger.exception("terminal signal of turn %s failed", context.turn_id)
 

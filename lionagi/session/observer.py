@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from anyio import get_cancelled_exc_class
+from anyio import CancelScope, get_cancelled_exc_class
 
 from lionagi.errors import ConfigurationError
 from lionagi.session.signal import Signal
@@ -69,15 +69,24 @@ class Observer:
         """Whether any handler would receive a signal of this type (lets emitters skip work)."""
         return bool(self.handlers_for(signal_type))
 
-    async def emit(self, signal: Signal) -> None:
+    async def emit(self, signal: Signal, *, shielded: bool = False) -> None:
         """Deliver ``signal`` to its handlers in order. Checkpoints only inside async handlers;
-        a cancellation is re-raised after every handler was called (see the class)."""
+        a cancellation is re-raised after every handler was called (see the class).
+
+        ``shielded=True`` awaits each async handler in a cancel scope shielded from outside
+        cancellation, as if the whole call were shielded, without the cost of a cancel scope
+        when every handler is synchronous.
+        """
         cancelled: BaseException | None = None
         for handler in self.handlers_for(type(signal)):
             try:
                 outcome = handler(signal, self.session)
                 if inspect.isawaitable(outcome):
-                    await outcome
+                    if shielded:
+                        with CancelScope(shield=True):
+                            await outcome
+                    else:
+                        await outcome
             except get_cancelled_exc_class() as exc:
                 if cancelled is None:
                     cancelled = exc

@@ -1,0 +1,48 @@
+"""The observer bus: order, contained failures, and shielded delivery."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import uuid4
+
+import anyio
+import pytest
+from anyio.lowlevel import checkpoint
+
+from lionagi.session.observer import Observer
+from lionagi.session.signal import RunStart
+
+
+def _observer(events: list[str]) -> Observer:
+    observer = Observer()
+
+    async def slow(signal: Any, _: Any) -> None:
+        for _ in range(3):
+            await checkpoint()
+        events.append("async handler finished")
+
+    observer.subscribe(RunStart, slow)
+    observer.subscribe(RunStart, lambda s, _: events.append("sync handler ran"))
+    return observer
+
+
+async def test_shielded_emit_finishes_async_handlers_in_a_cancelled_scope() -> None:
+    events: list[str] = []
+    observer = _observer(events)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await observer.emit(RunStart(branch_id=uuid4()), shielded=True)
+        events.append("emit returned")
+        await checkpoint()
+    assert scope.cancelled_caught
+    assert events == ["async handler finished", "sync handler ran", "emit returned"]
+
+
+async def test_unshielded_emit_cancels_async_handlers_but_calls_every_handler() -> None:
+    events: list[str] = []
+    observer = _observer(events)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(anyio.get_cancelled_exc_class()):
+            await observer.emit(RunStart(branch_id=uuid4()))
+    assert events == ["sync handler ran"]
