@@ -37,7 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import anyio
 from anyio.abc import TaskGroup
@@ -45,6 +45,7 @@ from anyio.lowlevel import EventLoopToken, cancel_shielded_checkpoint, current_t
 
 from lionagi import _instrument
 from lionagi._compat import spawn_detached, spawn_threadsafe
+from lionagi._ids import new_id
 from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope, _Outcome
 from lionagi.session.control import StopStream, check_control
@@ -547,7 +548,7 @@ class _Turn:
                     "Branch or a model to the call"
                 )
             context = TurnExecutionContext(
-                turn_id=uuid4(),
+                turn_id=new_id(),
                 model=resolved,
                 owner_task=anyio.get_current_task(),
                 operation=operation,

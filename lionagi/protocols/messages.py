@@ -11,10 +11,11 @@ import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, Self, TypeAlias
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
+from lionagi._ids import new_id
 from lionagi.errors import HistoryError
 
 __all__ = [
@@ -105,7 +106,7 @@ class Message(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: UUID = Field(default_factory=uuid4)
+    id: UUID = Field(default_factory=new_id)
     created_at: float = Field(default_factory=time.time)
 
     def model_post_init(self, context: Any, /) -> None:

@@ -1,0 +1,30 @@
+"""Identifiers: random version-4 UUIDs, made without a system call.
+
+``uuid.uuid4()`` reads 16 bytes from ``os.urandom`` and validates its fields, a few
+microseconds each, and a turn makes several (its turn id, one per message). An identifier only
+has to be unique, not unpredictable: :func:`new_id` takes its 122 random bits from the
+``random`` module (Mersenne Twister, seeded from the operating system at start-up and
+reseeded in every forked child), so ids are as unlikely to collide as ``uuid4()``'s. Do not use
+them as secrets.
+"""
+
+from __future__ import annotations
+
+from random import getrandbits
+from uuid import UUID, SafeUUID
+
+__all__ = ["new_id"]
+
+_new = object.__new__
+_set = object.__setattr__
+_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))  # the version and variant fields
+_V4 = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
+_UNKNOWN = SafeUUID.unknown
+
+
+def new_id() -> UUID:
+    """A new random version-4 UUID (equal, hashed and serialized like any other UUID)."""
+    value = _new(UUID)
+    _set(value, "int", getrandbits(128) & _CLEAR | _V4)
+    _set(value, "is_safe", _UNKNOWN)
+    return value

@@ -1,0 +1,59 @@
+"""Message and turn ids: valid random version-4 UUIDs, unique, also across a fork."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from uuid import UUID
+
+import pytest
+
+from lionagi._ids import new_id
+from lionagi.protocols.messages import Instruction
+
+
+def test_ids_are_rfc_4122_version_4_uuids_equal_to_their_parsed_form() -> None:
+    for _ in range(100):
+        value = new_id()
+        assert value.version == 4
+        assert value.variant == "specified in RFC 4122"
+        parsed = UUID(str(value))
+        assert parsed == value
+        assert hash(parsed) == hash(value)
+
+
+def test_ids_do_not_repeat() -> None:
+    assert len({new_id() for _ in range(50_000)}) == 50_000
+
+
+def test_messages_get_such_ids_and_round_trip() -> None:
+    message = Instruction(instruction="hi")
+    assert message.id.version == 4
+    assert Instruction.model_validate_json(message.model_dump_json()).id == message.id
+
+
+FORK_SCRIPT = """
+import os
+from uuid import UUID
+from lionagi._ids import new_id
+new_id()
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(write, new_id().bytes)
+    os._exit(0)
+os.close(write)
+mine = new_id()
+theirs = UUID(bytes=os.read(read, 16))
+os.waitpid(pid, 0)
+print(mine != theirs)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_makes_other_ids_than_its_parent() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "True"
