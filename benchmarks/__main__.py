@@ -1,8 +1,8 @@
 """``python -m benchmarks [scenario ...] [--quick] [--out DIR] [--peer-python PATH]``.
 
-Runs the named scenarios (all by default) on asyncio, asyncio+uvloop and trio, and writes
-``bench.json`` and ``bench.md`` (``bench-<names>`` for a subset, ``-quick`` for smoke sizes)
-into ``benchmarks/results/`` or ``--out``.
+Runs the named scenarios (by default all but the optional ones) on asyncio, asyncio+uvloop and
+trio, and writes ``bench.json`` and ``bench.md`` (``bench-<names>`` for a subset, ``-quick`` for
+smoke sizes) into ``benchmarks/results/`` or ``--out``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from benchmarks._report import write_results
 SCENARIOS = {
     "turn": "turn overhead vs the library model call and the physical floor",
     "backends": "trio against asyncio, side by side in subprocess pairs",
-    "stream": "Branch.stream/run per chunk and to the first delta vs the model's own stream",
+    "stream": "a streamed run of 1,000 chunks vs iterating the model's stream",
     "contention": "K = 1, 10, 100, 1,000 concurrent callers on one Branch",
     "scale": "10,000 Branches running turns at once; memory per Branch and per turn",
     "cancel": "cancelling a turn mid-model-call: time and round trips until free",
@@ -33,6 +33,10 @@ SCENARIOS = {
     "batch": "500 conversations through a server failing 15% of requests",
     "peers": "upstream lionagi and pydantic-ai, alternating with ours (needs their env)",
 }
+# run only when named: slow, and need a tool beside Python
+OPTIONAL_SCENARIOS = {
+    "instructions": "instructions per turn of the turn variants under valgrind's callgrind",
+}
 
 MODULES = {"profile": "profiling"}  # a module named profile would shadow the standard one
 
@@ -42,9 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="lionagi benchmarks; results go to benchmarks/results/.",
-        epilog="scenarios: " + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items()),
+        epilog="scenarios: "
+        + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items())
+        + "; only when named: "
+        + "; ".join(f"{k}: {v}" for k, v in OPTIONAL_SCENARIOS.items()),
     )
-    parser.add_argument("scenarios", nargs="*", choices=[*SCENARIOS, []], metavar="scenario")
+    parser.add_argument(
+        "scenarios", nargs="*", choices=[*SCENARIOS, *OPTIONAL_SCENARIOS, []], metavar="scenario"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
     parser.add_argument(
@@ -59,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     started = now()
     results = {}
     for name in names:
-        print(f"{name}: {SCENARIOS[name]} ...", file=sys.stderr, flush=True)
+        what = SCENARIOS.get(name) or OPTIONAL_SCENARIOS[name]
+        print(f"{name}: {what} ...", file=sys.stderr, flush=True)
         began = time.perf_counter()
         module = importlib.import_module(f"benchmarks.{MODULES.get(name, name)}")
         results[name] = module.run(config)

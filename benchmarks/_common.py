@@ -183,12 +183,17 @@ def settle() -> None:
 
 
 def run_python(
-    args: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 600
+    args: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    prefix: Sequence[str] = (),
 ) -> str:
     """Run this interpreter with ``args`` from the repository root (so ``-m benchmarks...`` and
-    ``import lionagi`` find this checkout); the last line it printed, or RuntimeError."""
+    ``import lionagi`` find this checkout), under ``prefix`` (a tool such as valgrind) if
+    given; the last line it printed, or RuntimeError."""
     done = subprocess.run(
-        [sys.executable, *args],
+        [*prefix, sys.executable, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

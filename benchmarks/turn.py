@@ -190,15 +190,16 @@ def run(config: Config) -> dict[str, Any]:
 
 TURN_NOTE = (
     "The library model call is one request through iModel (the model's timeout scope) plus two "
-    "pydantic messages. A turn adds the FIFO lock, the turn context, a task group (anyio makes "
-    "one more scheduler round trip when a group without children exits); finalization opens no "
-    "shielded cancel scope when nothing is pending."
+    "pydantic messages. A chat_and_record turn adds the FIFO lock, the turn context and its id, "
+    "and the operation's parameters; it opens no task group (chat, chat_and_record and "
+    "communicate start no nested work, and a Branch with no observer or provider runs no user "
+    "code in the turn) and no shielded cancel scope."
 )
 OBSERVER_NOTE = (
-    "With an observer a turn also builds RunStart and RunEnd, delivers them in shielded scopes, "
-    "and starts one task per recorded message for MessageAdded (the task, its cancel scope and "
-    "event, and the wait for it before RunEnd). Delivering message signals without a task per "
-    "message is what would close this."
+    "With an observer a turn also opens its task group, builds RunStart, two MessageAdded and "
+    "RunEnd (pydantic models) and calls the handlers; message signals are delivered from the "
+    "turn's own task at the end of the step (no task per message) and no shielded cancel scope "
+    "is opened for synchronous handlers."
 )
 
 
