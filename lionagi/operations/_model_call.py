@@ -10,8 +10,9 @@ attempt (:class:`~lionagi.session.signal.ModelRetry`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lionagi.operations._prepare import apply_context_providers, request_messages
 from lionagi.operations.turn import control_point
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
     from lionagi.protocols.messages import Instruction, Message
     from lionagi.service.retry import RetryAttempt, RetryHook
 
-__all__ = ["prepare_call"]
+__all__ = ["close_stream", "prepare_call"]
+
+logger = logging.getLogger("lionagi.turn")
 
 
 async def prepare_call(
@@ -72,3 +75,15 @@ def _retry_hook(branch: Conversation, scope: TurnScope) -> RetryHook | None:
         )
 
     return emit
+
+
+async def close_stream(chunks: AsyncIterator[Any]) -> None:
+    """Close a model stream; an error from closing is logged, never raised (ADR-0018 D4).
+    Callers shield it, so a cancelled turn still closes its transport."""
+    close = getattr(chunks, "aclose", None)
+    if close is None:
+        return
+    try:
+        await close()
+    except Exception:
+        logger.exception("closing a model stream failed")

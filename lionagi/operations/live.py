@@ -25,8 +25,8 @@ import anyio
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
+from lionagi.operations._model_call import close_stream
 from lionagi.operations._prepare import answer_format, build_instruction, model_for
-from lionagi.operations.act import act_batch
 from lionagi.operations.chat import record_response
 from lionagi.operations.events import (
     MessageCommitted,
@@ -38,12 +38,12 @@ from lionagi.operations.events import (
     ToolFinished,
     ToolStarted,
 )
-from lionagi.operations.fields import with_fields
 from lionagi.operations.operate import (
     _FOLLOW_UP,
     _json_requests,
-    _missing_answer,
-    _try_parse,
+    _OperateTurn,
+    _Reply,
+    _Settled,
     _with_request,
 )
 from lionagi.operations.params import (
@@ -56,14 +56,12 @@ from lionagi.operations.params import (
 from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.react import (
     _FINAL,
-    ReActAnalysis,
     _check,
     _extension_prompt,
     _report,
     _round_arguments,
 )
-from lionagi.operations.results import build_result, check_format, reply_model
-from lionagi.operations.run import _aclose
+from lionagi.operations.results import build_result, reply_model
 from lionagi.operations.turn import TurnStream, control_point, stream_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, Instruction, Usage
 from lionagi.service.errors import ProtocolError
@@ -181,7 +179,7 @@ async def _ask(
             await control_point(scope)
     finally:
         with anyio.CancelScope(shield=True):
-            await _aclose(chunks)
+            await close_stream(chunks)
         scope.context.record_usage(usage, 1 if final is None else final.attempts)
     if final is None:
         raise ProtocolError(
@@ -213,23 +211,10 @@ def operate_stream(branch: Branch, params: OperateParams) -> TurnStream[StreamEv
     :meth:`Branch.run`: read it in ``async with``; closing it mid-reply closes the provider
     stream at once and commits nothing of that reply.
     """
-    fmt = params.response_format
-    if params.field_models:
-        fmt = with_fields(fmt, params.field_models, "operate_stream")
-    check_format(fmt)
-    names = branch.tools.offered(
-        params.tools, params.actions, owner=f"Branch {branch.name or branch.id}"
-    )
-    base = build_instruction(
-        params.instruction,
-        guidance=params.guidance,
-        context=params.context,
-        images=params.images,
-        sender=branch.user,
-    )
+    turn = _OperateTurn.of(branch, params, "operate_stream")
 
     def invoke(scope: TurnScope) -> AsyncIterator[StreamEvent]:
-        return _operate_events(branch, scope, params, fmt, names, base)
+        return _operate_events(turn, scope)
 
     return stream_in_turn(
         branch, model=params.chat_model, invoke=invoke, operation="operate_stream"
@@ -237,112 +222,133 @@ def operate_stream(branch: Branch, params: OperateParams) -> TurnStream[StreamEv
 
 
 async def _operate_events(
-    branch: Branch,
-    scope: TurnScope,
-    params: OperateParams,
-    fmt: type[BaseModel] | None,
-    names: Sequence[str] | None,
-    base: Instruction,
+    turn: _OperateTurn, scope: TurnScope
 ) -> AsyncGenerator[StreamEvent, None]:
-    """The body of :func:`operate_stream` (and of a ReAct round): ``operate``'s steps with each
-    model call streamed and each commit handed out."""
-    model = model_for(scope, branch, params.chat_model)
-    native = model.supports_native_tools
-    schemas = branch.tools.schemas(names) if names else ()
-    reply_class = reply_model(fmt, params.reason, bool(schemas) and not native)
-    message = _with_request(base, reply_class, () if native else schemas)
-    options = params.request_options
-    replies: list[ModelResponse] = []
-    async with aclosing(
-        _ask(
-            branch,
-            scope,
-            model,
-            message,
-            tools=schemas if native else (),
-            reply_class=reply_class,
-            options=options,
-            response=replies,
-        )
-    ) as events:
-        async for event in events:
-            yield event
-    response = replies[0]
-    count = len(response.tool_calls)
-    recorded = branch.msgs[len(branch.msgs) - count :] if count else []
-    requests = [m for m in recorded if isinstance(m, ActionRequest)]
-    text = response.text
-    invoke_actions = params.invoke_actions
-    invoked = bool(requests) and invoke_actions
-    parsed: Any = None if reply_class is None else _try_parse(text, reply_class)
-    if parsed is None and reply_class is not None and not invoked:
-        if requests and not text.strip() and fmt is not None:
-            yield ResultEvent(_missing_answer(fmt, params.handle_validation, text))
-            return
-        parsed = await _parse(branch, scope, params, fmt, text, reply_class)
-        if not isinstance(parsed, BaseModel) and fmt is not None:
-            yield ResultEvent(parsed)  # handle_validation chose the text or None
-            return
-    if isinstance(parsed, BaseModel):
-        since = len(branch.msgs)
-        requests += _json_requests(branch, parsed, record=True)  # in history when they start
-        for event in _committed(branch, since):
-            yield event
-    responses: list[ActionResponse] = []
-    if requests and invoke_actions:
-        await control_point(scope)
-        for request in requests:
-            yield ToolStarted(request)
-        since = len(branch.msgs)
-        responses = await act_batch(branch, requests, strategy=params.action_strategy)
-        for event in _committed(branch, since):
-            yield event
-    missing = parsed is None if reply_class is not None else not text.strip()
-    if missing and invoked:  # the tool results are recorded: ask for the answer once
-        follow = _with_request(
-            Instruction(instruction=_FOLLOW_UP, sender=branch.user), reply_class, ()
-        )
-        async with aclosing(
-            _ask(
-                branch,
-                scope,
-                model,
-                follow,
-                reply_class=reply_class,
-                options=options,
-                response=replies,
-            )
-        ) as events:
+    """The body of :func:`operate_stream` (and of a ReAct round): ``operate``'s steps
+    (:class:`~lionagi.operations.operate._OperateTurn`) with each model call streamed and each
+    commit handed out; last, the result as a :class:`ResultEvent`."""
+    live = _LiveOperate(turn, scope)
+    for step in (live.first_call, live.tools, live.follow_up):
+        async with aclosing(step()) as events:
             async for event in events:
                 yield event
-        text = replies[-1].text
-        if reply_class is not None:
-            parsed = await _parse(branch, scope, params, fmt, text, reply_class)
-            if not isinstance(parsed, BaseModel) and fmt is not None:
-                yield ResultEvent(parsed)
-                return
-    yield ResultEvent(build_result(fmt, parsed, text, requests, responses))
+        if live.done:
+            yield ResultEvent(live.result)
+            return
 
 
-async def _parse(
-    branch: Branch,
-    scope: TurnScope,
-    params: OperateParams,
-    fmt: type[BaseModel] | None,
-    text: str,
-    reply_class: type[BaseModel],
-) -> Any:
-    if fmt is None:
-        return _try_parse(text, reply_class)  # the caller asked for text
-    return await parse_in_scope(
-        branch,
-        scope,
-        text,
-        reply_class,
-        max_retries=params.max_parse_retries,
-        handle_validation=params.handle_validation,
-        parse_model=params.parse_model,
+class _LiveOperate:
+    """The state of one streamed operate turn between its steps."""
+
+    __slots__ = (
+        "done",
+        "invoked",
+        "model",
+        "parsed",
+        "reply",
+        "responses",
+        "result",
+        "scope",
+        "turn",
     )
+
+    def __init__(self, turn: _OperateTurn, scope: TurnScope) -> None:
+        self.turn = turn
+        self.scope = scope
+        self.model = model_for(scope, turn.branch, turn.params.chat_model)
+        self.reply = _Reply(None, "", [])
+        self.invoked = False
+        self.parsed: Any = None
+        self.responses: list[ActionResponse] = []
+        self.done = False
+        self.result: Any = None
+
+    def finish(self, result: Any) -> None:
+        self.done, self.result = True, result
+
+    def ask(
+        self,
+        message: Instruction,
+        reply_class: type[BaseModel] | None,
+        replies: list[ModelResponse],
+        tools: Sequence[Mapping[str, Any]] = (),
+    ) -> AsyncGenerator[StreamEvent, None]:
+        return _ask(
+            self.turn.branch,
+            self.scope,
+            self.model,
+            message,
+            tools=tools,
+            reply_class=reply_class,
+            options=self.turn.params.request_options,
+            response=replies,
+        )
+
+    async def first_call(self) -> AsyncGenerator[StreamEvent, None]:
+        """The first call, streamed, and its answer read (``handle_validation`` may end the
+        turn here)."""
+        turn, branch, params = self.turn, self.turn.branch, self.turn.params
+        native = self.model.supports_native_tools
+        schemas = branch.tools.schemas(turn.names) if turn.names else ()
+        reply_class = reply_model(turn.fmt, params.reason, bool(schemas) and not native)
+        message = _with_request(turn.base, reply_class, () if native else schemas)
+        replies: list[ModelResponse] = []
+        tools = schemas if native else ()
+        async with aclosing(self.ask(message, reply_class, replies, tools)) as events:
+            async for event in events:
+                yield event
+        self.reply = _Reply(reply_class, replies[0].text, _tool_requests(branch, replies[0]))
+        self.invoked = bool(self.reply.requests) and params.invoke_actions
+        self.parsed = await turn.read(self.scope, self.reply, self.invoked)
+        if isinstance(self.parsed, _Settled):
+            self.finish(self.parsed.value)
+
+    async def tools(self) -> AsyncGenerator[StreamEvent, None]:
+        """The JSON protocol's tool calls committed (in history when they start), then the
+        tools run as one batch: each started, then each result committed and finished."""
+        branch, reply = self.turn.branch, self.reply
+        if isinstance(self.parsed, BaseModel):
+            since = len(branch.msgs)
+            reply.requests += _json_requests(branch, self.parsed, record=True)
+            for event in _committed(branch, since):
+                yield event
+        if not reply.requests or not self.turn.params.invoke_actions:
+            return
+        await control_point(self.scope)
+        for request in reply.requests:
+            yield ToolStarted(request)
+        since = len(branch.msgs)
+        self.responses = await self.turn.run_tools(reply.requests)
+        for event in _committed(branch, since):
+            yield event
+
+    async def follow_up(self) -> AsyncGenerator[StreamEvent, None]:
+        """When tools ran and the answer is still missing, ask once more (streamed); then the
+        result."""
+        turn, reply, parsed = self.turn, self.reply, self.parsed
+        missing = parsed is None if reply.reply_class is not None else not reply.text.strip()
+        if missing and self.invoked:  # the tool results are recorded: ask for the answer once
+            follow = _with_request(
+                Instruction(instruction=_FOLLOW_UP, sender=turn.branch.user), reply.reply_class, ()
+            )
+            replies: list[ModelResponse] = []
+            async with aclosing(self.ask(follow, reply.reply_class, replies)) as events:
+                async for event in events:
+                    yield event
+            reply.text = replies[-1].text
+            if reply.reply_class is not None:
+                parsed = turn.settle(await turn.parse(self.scope, reply.text, reply.reply_class))
+                if isinstance(parsed, _Settled):
+                    self.finish(parsed.value)
+                    return
+        self.finish(build_result(turn.fmt, parsed, reply.text, reply.requests, self.responses))
+
+
+def _tool_requests(branch: Branch, response: ModelResponse) -> list[ActionRequest]:
+    """The ActionRequests just recorded for ``response``'s tool calls."""
+    count = len(response.tool_calls)
+    recorded = branch.msgs[len(branch.msgs) - count :] if count else []
+    return [m for m in recorded if isinstance(m, ActionRequest)]
 
 
 # -- ReAct ------------------------------------------------------------------------------------
@@ -383,16 +389,8 @@ async def _round(
     branch: Branch, scope: TurnScope, react: ReActParams, params: OperateParams, number: int
 ) -> AsyncGenerator[StreamEvent, None]:
     """One ReAct round; its analysis comes as a ResultEvent that is not final."""
-    base = build_instruction(
-        params.instruction,
-        guidance=params.guidance,
-        context=params.context,
-        sender=branch.user,
-    )
-    names = branch.tools.offered(params.tools, True, owner=f"Branch {branch.name or branch.id}")
-    async with aclosing(
-        _operate_events(branch, scope, params, ReActAnalysis, names, base)
-    ) as events:
+    turn = _OperateTurn.of(branch, params, "ReActStream")
+    async with aclosing(_operate_events(turn, scope)) as events:
         async for event in events:
             if isinstance(event, ResultEvent):
                 _report(react, event.value, number)

@@ -109,14 +109,7 @@ async def operate(branch: Branch, params: OperateParams) -> Any:
     Returns an instance of a subclass of ``response_format`` with ``reason``,
     ``action_requests`` and ``action_responses``, or an :class:`OperateResult`.
     """
-    fmt = params.response_format
-    if params.field_models:
-        fmt = with_fields(fmt, params.field_models, "operate")
-    check_format(fmt)
-    names = branch.tools.offered(
-        params.tools, params.actions, owner=f"Branch {branch.name or branch.id}"
-    )
-    turn = _OperateTurn(branch, params, fmt, names, instruction_for(branch, params))
+    turn = _OperateTurn.of(branch, params, "operate")
     return await run_in_turn(branch, model=params.chat_model, invoke=turn.run, operation="operate")
 
 
@@ -145,6 +138,19 @@ class _OperateTurn:
     fmt: type[BaseModel] | None
     names: tuple[str, ...]
     base: Instruction
+
+    @classmethod
+    def of(cls, branch: Branch, params: OperateParams, operation: str) -> _OperateTurn:
+        """The turn for ``params``, checked before it starts: the answer's format (with
+        ``field_models``), the tools offered and the instruction."""
+        fmt = params.response_format
+        if params.field_models:
+            fmt = with_fields(fmt, params.field_models, operation)
+        check_format(fmt)
+        names = branch.tools.offered(
+            params.tools, params.actions, owner=f"Branch {branch.name or branch.id}"
+        )
+        return cls(branch, params, fmt, names, instruction_for(branch, params))
 
     async def run(self, scope: TurnScope) -> Any:
         model = model_for(scope, self.branch, self.params.chat_model)

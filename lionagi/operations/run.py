@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import anyio
 
+from lionagi.operations._model_call import close_stream
 from lionagi.operations._prepare import instruction_for, model_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.events import (
@@ -152,7 +153,7 @@ class _RunTurn:
         """Close the model stream (shielded: also when the turn is cancelled) and count the
         call's usage."""
         with anyio.CancelScope(shield=True):
-            await _aclose(chunks)
+            await close_stream(chunks)
         final = segments.final
         self.scope.context.record_usage(segments.usage, 1 if final is None else final.attempts)
 
@@ -232,17 +233,6 @@ class _RunTurn:
         self.branch.msgs.extend(refused)
         for response in refused:
             yield from self.handed_out(response)
-
-
-async def _aclose(chunks: AsyncIterator[StreamChunk]) -> None:
-    """Close a model stream; an error from closing is logged, never raised (ADR-0018 D4)."""
-    close = getattr(chunks, "aclose", None)
-    if close is None:
-        return
-    try:
-        await close()
-    except Exception:
-        logger.exception("closing a model stream failed")
 
 
 def _not_run(request: ActionRequest, limit: int) -> ActionResponse:
