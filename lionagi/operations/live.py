@@ -57,9 +57,9 @@ from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.react import (
     _FINAL,
     _check,
-    _extension_prompt,
     _report,
     _round_arguments,
+    next_round,
 )
 from lionagi.operations.results import build_result, reply_model
 from lionagi.operations.turn import TurnStream, control_point, stream_in_turn
@@ -415,13 +415,12 @@ async def _react_rounds(
             if isinstance(event, ResultEvent):
                 analysis = event.value
             yield event
-    extensions = 0
-    limit = params.max_extensions
-    while params.extension_allowed and analysis.extension_needed and extensions < limit:
+    rounds = 1
+    while (prompt := next_round(params, analysis, rounds)) is not None:
         await control_point(scope)
-        extensions += 1
-        again = _round_params(branch, params, instruction=_extension_prompt(limit - extensions))
-        async with aclosing(_round(branch, scope, params, again, extensions + 1)) as events:
+        rounds += 1
+        again = _round_params(branch, params, instruction=prompt)
+        async with aclosing(_round(branch, scope, params, again, rounds)) as events:
             async for event in events:
                 if isinstance(event, ResultEvent):
                     analysis = event.value

@@ -83,6 +83,16 @@ def _round_arguments(params: ReActParams) -> dict[str, Any]:
     }
 
 
+def next_round(params: ReActParams, analysis: ReActAnalysis, rounds: int) -> str | None:
+    """The instruction of the round after ``rounds`` rounds, or None when the rounds are over:
+    the analysis asks for no more, extensions are off, or ``max_extensions`` were taken."""
+    extensions = rounds - 1
+    limit = params.max_extensions
+    if not (params.extension_allowed and analysis.extension_needed and extensions < limit):
+        return None
+    return _extension_prompt(limit - extensions - 1)
+
+
 async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> AsyncIterator[Any]:
     """Yield each round's analysis, then the final answer (last). Holds no task group or
     cancel scope across a ``yield``."""
@@ -95,13 +105,12 @@ async def _rounds(branch: Branch, scope: TurnScope, params: ReActParams) -> Asyn
     )
     _report(params, analysis, 1)
     yield analysis
-    extensions = 0
-    limit = params.max_extensions
-    while params.extension_allowed and analysis.extension_needed and extensions < limit:
+    rounds = 1
+    while (prompt := next_round(params, analysis, rounds)) is not None:
         await control_point(scope)
-        extensions += 1
-        analysis = await branch.operate(instruction=_extension_prompt(limit - extensions), **common)
-        _report(params, analysis, extensions + 1)
+        rounds += 1
+        analysis = await branch.operate(instruction=prompt, **common)
+        _report(params, analysis, rounds)
         yield analysis
     await control_point(scope)
     yield await branch.communicate(
