@@ -26,7 +26,12 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from lionagi.operations._model_call import close_stream
-from lionagi.operations._prepare import answer_format, build_instruction, model_for
+from lionagi.operations._prepare import (
+    answer_format,
+    build_instruction,
+    instruction_for,
+    model_for,
+)
 from lionagi.operations.chat import record_response
 from lionagi.operations.events import (
     MessageCommitted,
@@ -463,14 +468,7 @@ def communicate_stream(branch: Branch, params: CommunicateParams) -> TurnStream[
     is not streamed). Lifetime as :func:`operate_stream`."""
     fmt = answer_format(params, "communicate_stream")
     response_format = fmt if isinstance(fmt, type) else None  # communicate takes classes only
-    message = build_instruction(
-        params.instruction,
-        guidance=params.guidance,
-        context=params.context,
-        response_format=response_format,
-        images=params.images,
-        sender=branch.user,
-    )
+    message = instruction_for(branch, params, response_format)
 
     def invoke(scope: TurnScope) -> AsyncIterator[StreamEvent]:
         return _communicate_events(
