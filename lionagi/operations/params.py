@@ -414,13 +414,12 @@ def same_parameters(
     parameters; a call that does not fit them raises ``TypeError`` at once.
     """
     signature = inspect.signature(of)
+    arguments = _Arguments(signature, of.__qualname__)
 
     def decorate(fn: Callable[[Any, dict[str, Any]], R]) -> Callable[Concatenate[Any, PS], R]:
         @functools.wraps(fn)
         def method(self: Any, /, *args: PS.args, **kwargs: PS.kwargs) -> R:
-            bound = signature.bind(self, *args, **kwargs)
-            bound.apply_defaults()
-            return fn(self, dict(bound.arguments))
+            return fn(self, arguments(self, args, kwargs))
 
         returns = inspect.signature(fn).return_annotation
         method.__signature__ = signature.replace(  # type: ignore[attr-defined]
@@ -429,6 +428,56 @@ def same_parameters(
         return method
 
     return decorate
+
+
+class _Arguments:
+    """What ``Signature.bind(...)`` then ``apply_defaults()`` gives, for the shapes Branch methods
+    have (``self``, positional-or-keyword, keyword-only, ``**options``), as a dict, with the same
+    ``TypeError`` for a call that does not fit. ``inspect`` costs tens of microseconds a call,
+    which a one-turn operation would pay on every call."""
+
+    __slots__ = ("_defaults", "_name", "_named", "_positional", "_required", "_var_keyword")
+
+    def __init__(self, signature: inspect.Signature, name: str) -> None:
+        kind = inspect.Parameter
+        parameters = list(signature.parameters.values())
+        shapes = {kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY, kind.VAR_KEYWORD}
+        assert parameters, name
+        assert parameters[0].name == "self", name
+        assert all(p.kind in shapes for p in parameters), name
+        rest = parameters[1:]
+        self._name = name
+        self._positional = tuple(p.name for p in rest if p.kind is kind.POSITIONAL_OR_KEYWORD)
+        self._named = frozenset(p.name for p in parameters if p.kind is not kind.VAR_KEYWORD)
+        self._var_keyword = next((p.name for p in rest if p.kind is kind.VAR_KEYWORD), None)
+        self._defaults = {p.name: p.default for p in rest if p.default is not p.empty}
+        self._required = tuple(
+            p.name for p in rest if p.default is p.empty and p.kind is not kind.VAR_KEYWORD
+        )
+
+    def __call__(self, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if len(args) > len(self._positional):
+            raise TypeError(f"{self._name}(): too many positional arguments")
+        bound: dict[str, Any] = {"self": owner, **self._defaults}
+        bound.update(zip(self._positional, args, strict=False))
+        extra: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            if key not in self._named:
+                extra[key] = value
+            elif key == "self" or key in self._positional[: len(args)]:
+                raise TypeError(f"{self._name}(): multiple values for argument {key!r}")
+            else:
+                bound[key] = value
+        if self._var_keyword is not None:
+            bound[self._var_keyword] = extra
+        elif extra:
+            raise TypeError(
+                f"{self._name}(): got an unexpected keyword argument {next(iter(extra))!r}"
+            )
+        missing = [name for name in self._required if name not in bound]
+        if missing:
+            raise TypeError(f"{self._name}(): missing a required argument: {missing[0]!r}")
+        return bound
 
 
 def _apply_aliases(

@@ -129,6 +129,10 @@ async def concurrent_callers(n: int, *, seed: int = 0, cancel_rate: float = 0.3)
         if "response_format" in options:
             return PERSON_JSON
         last = messages[-1]
+        if isinstance(last, Instruction) and last.instruction in directed:
+            # a directive issued inside the turn, before its next control point, is never lost
+            report.controlled += 1
+            report.controls_accepted += branch.control(directed[last.instruction], reason="load")
         return f"re:{last.instruction}" if isinstance(last, Instruction) else "re:?"
 
     session = Session()
@@ -141,6 +145,14 @@ async def concurrent_callers(n: int, *, seed: int = 0, cancel_rate: float = 0.3)
     )
     outcomes: dict[int, str] = {}
     done = anyio.Event()
+    # every fifth streamed caller's own turn gets a directive from inside its model call, so the
+    # mix has directives that take effect however fast turns run (the controller's may all land
+    # after a turn's last control point)
+    directed = {
+        f"caller-{i}": rng.choice([LoopDirective.BREAK, LoopDirective.CANCEL])
+        for i, kind in enumerate(operations)
+        if kind == "run" and i % 5 == 0
+    }
 
     async def operation(i: int) -> str:
         text = f"caller-{i}"
