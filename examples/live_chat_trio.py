@@ -2,7 +2,7 @@
 word as the structured analysis fills in, each tool call appears as it arrives, the tool runs,
 then the answer streams.
 
-``branch.ReActStream(..., events=True)`` hands out the whole reason-act run as typed events;
+``branch.ReActEvents(...)`` hands out the whole reason-act run as typed events;
 ``match`` picks what to print. The model here is offline and scripted (think and call
 ``multiply``, think again, answer), so this runs anywhere; swap in ``iModel("openai", ...)`` for
 a real one. The same code runs on asyncio -- only the last line picks trio.
@@ -69,7 +69,7 @@ async def main() -> dict[str, Any]:
         write(text)
         end_line()
 
-    async with branch.ReActStream("What is 6 x 7?", events=True) as stream:
+    async with branch.ReActEvents("What is 6 x 7?") as stream:
         async for event in stream:
             match event:
                 case PartialObjectEvent(data={"analysis": str(analysis)}):

@@ -9,7 +9,7 @@ interleaved, in the order they arrived:
 - :class:`ToolStarted` / :class:`ToolFinished` -- a tool call began running / its result is in;
 - :class:`MessageCommitted` -- a message was recorded in the history (the item ``run`` yields);
 - :class:`PartialObjectEvent` -- a structured reply so far, parsed from its partial JSON text
-  (:meth:`Branch.operate_stream` and ``ReActStream(events=True)``);
+  (:meth:`Branch.operate_stream` and ``ReActEvents``);
 - :class:`ResultEvent` -- what the operation returns (last), or what a ReAct round returned.
 
 The deltas of a reply come before its message is committed, and an assistant reply's committed

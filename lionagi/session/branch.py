@@ -19,7 +19,7 @@ from anyio.lowlevel import checkpoint
 from pydantic import BaseModel, JsonValue
 
 from lionagi._loopbound import LoopBound
-from lionagi.errors import ConfigurationError
+from lionagi.errors import ConfigurationError, OperationError
 from lionagi.operations import act as _act
 from lionagi.operations import chat as _chat
 from lionagi.operations import communicate as _communicate
@@ -515,37 +515,21 @@ class Branch:
         logs each round's analysis on the ``lionagi.react`` logger."""
         return await _react.ReAct(self, bind(ReActParams, locals()))
 
-    def ReActStream(
-        self,
-        instruction: str | Instruction | Instruct | Mapping[str, Any] | None = None,
-        *,
-        instruct: Instruct | Mapping[str, Any] | None = None,
-        guidance: str | None = None,
-        context: JsonValue = None,
-        tools: OfferedTools = None,
-        response_format: type[BaseModel] | None = None,
-        max_extensions: int = 3,
-        extension_allowed: bool = True,
-        chat_model: iModel | None = None,
-        imodel: iModel | None = None,
-        parse_model: iModel | None = None,
-        action_strategy: ActionStrategy = "concurrent",
-        max_parse_retries: int = 3,
-        verbose: bool = False,
-        events: bool = False,
-        **options: Unpack[ModelOptions],
-    ) -> TurnStream[Any]:
-        """Like :meth:`ReAct`, yielding each round's analysis then the final answer, as one
-        stream turn (see :func:`lionagi.operations.react.ReActStream`). With ``events=True``
-        it yields live events instead: every model call streamed, tools started and finished,
-        each committed message, and each round's analysis and the answer as a
-        :class:`~lionagi.operations.events.ResultEvent` (see
-        :func:`lionagi.operations.live.react_events`)."""
-        arguments = {k: v for k, v in locals().items() if k != "events"}
-        params = bind(ReActParams, {**arguments, "return_analysis": False}, operation="ReActStream")
-        if events:
-            return _live.react_events(self, params)
-        return _react.ReActStream(self, params)
+    @same_parameters(ReAct)
+    def ReActStream(self, arguments: dict[str, Any]) -> TurnStream[Any]:
+        """Like :meth:`ReAct` (its parameters), yielding each round's analysis then the final
+        answer, as one stream turn (see :func:`lionagi.operations.react.ReActStream`). The
+        analyses are always yielded, so ``return_analysis`` belongs to :meth:`ReAct`."""
+        return _react.ReActStream(self, _stream_react_params(arguments, "ReActStream"))
+
+    @same_parameters(ReAct)
+    def ReActEvents(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
+        """:meth:`ReAct` (its parameters) as live events, one stream turn: every model call
+        streamed, tools started and finished, each committed message, and each round's analysis
+        and last the answer as a :class:`~lionagi.operations.events.ResultEvent` (see
+        :func:`lionagi.operations.live.react_events`). ``return_analysis`` belongs to
+        :meth:`ReAct`: the analyses arrive as events."""
+        return _live.react_events(self, _stream_react_params(arguments, "ReActEvents"))
 
     def run(
         self,
@@ -682,6 +666,15 @@ def _check_identity(id: UUID | None, name: str | None, user: str | None) -> None
     for label, value in (("name", name), ("user", user)):
         if value is not None and not isinstance(value, str):
             raise ConfigurationError(f"Branch {label} must be a string or None, got {value!r}")
+
+
+def _stream_react_params(arguments: dict[str, Any], operation: str) -> ReActParams:
+    if arguments.get("return_analysis"):
+        raise OperationError(
+            f"{operation}() yields each round's analysis already; return_analysis= belongs to "
+            "ReAct()"
+        )
+    return bind(ReActParams, arguments, operation=operation)
 
 
 def _logs_of(logs: LogManager | None) -> LogManager:

@@ -221,7 +221,14 @@ async def _check_wire(op: str, server: ScriptedServer, model: iModel) -> None:
 
 @pytest.mark.parametrize(
     ("method", "source"),
-    [("stream", "run"), ("operate_stream", "operate"), ("chat_and_record", "chat")],
+    [
+        ("stream", "run"),
+        ("operate_stream", "operate"),
+        ("communicate_stream", "communicate"),
+        ("chat_and_record", "chat"),
+        ("ReActStream", "ReAct"),
+        ("ReActEvents", "ReAct"),
+    ],
 )
 def test_a_variant_is_declared_with_its_operations_parameters(method: str, source: str) -> None:
     declared = inspect.signature(getattr(Branch, method))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lionagi import Branch
+from lionagi.errors import OperationError
 from lionagi.operations.params import _Arguments
 
 CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
@@ -60,9 +61,17 @@ def test_the_declared_variants_keep_their_operations_signatures() -> None:
         == inspect.signature(Branch.chat).parameters
     )
     assert inspect.signature(Branch.stream).parameters == inspect.signature(Branch.run).parameters
+    for stream in (Branch.ReActStream, Branch.ReActEvents):
+        assert inspect.signature(stream).parameters == inspect.signature(Branch.ReAct).parameters
 
 
 async def test_a_declared_variant_refuses_a_call_that_does_not_fit() -> None:
     branch = Branch()
     with pytest.raises(TypeError, match="multiple values for argument 'instruction'"):
         await branch.chat_and_record("hi", instruction="again")  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("method", ["ReActStream", "ReActEvents"])
+def test_the_react_streams_refuse_return_analysis(method: str) -> None:
+    with pytest.raises(OperationError, match=rf"{method}\(\) yields each round's analysis"):
+        getattr(Branch(), method)("x", return_analysis=True)

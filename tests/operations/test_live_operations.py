@@ -1,4 +1,4 @@
-"""``Branch.operate_stream`` and ``ReActStream(events=True)``: live events of structured and
+"""``Branch.operate_stream`` and ``ReActEvents``: live events of structured and
 reason-act turns against an OpenAI-compatible and an Anthropic server on 127.0.0.1, checked
 against the committed messages and against the plain operation given the same replies."""
 
@@ -310,7 +310,7 @@ async def test_operate_stream_closed_at_every_event_commits_nothing(how: str) ->
     )
 
 
-# -- ReActStream(events=True) ----------------------------------------------------------------
+# -- ReActEvents ----------------------------------------------------------------------------
 ANALYSIS = json.dumps({"analysis": "6 x 7 is 42", "extension_needed": False})
 
 
@@ -319,7 +319,7 @@ async def test_react_events_stream_rounds_tools_and_answer(server: ScriptedServe
     server.reply(WHOLE_CALL, whole(ANALYSIS), whole("It is 42."))
     model = openai_model(server)
     branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])
-    events = await collect(branch.ReActStream("What is 6 x 7?", events=True))
+    events = await collect(branch.ReActEvents("What is 6 x 7?"))
     check_deltas(events)
     messages = committed(events)
     assert list(branch.msgs) == messages
@@ -367,7 +367,7 @@ async def test_react_events_instructions_are_the_plain_ones(server: ScriptedServ
     server.reply(text_reply(ANALYSIS), text_reply("42."))
     model = openai_model(server)
     branch = Branch(chat_model=model, tools=[multiply])
-    events = await collect(branch.ReActStream("What is 6 x 7?", events=True))
+    events = await collect(branch.ReActEvents("What is 6 x 7?"))
     await model.aclose()
     first, final = [m for m in committed(events) if isinstance(m, Instruction)]
     assert first.instruction == "What is 6 x 7?"

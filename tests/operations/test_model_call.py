@@ -51,7 +51,7 @@ CALLS: dict[str, Callable[[Branch], Any]] = {
     "operate_stream": lambda b: _drain(b.operate_stream(instruction="x", response_format=Answer)),
     "ReAct": lambda b: b.ReAct("x"),
     "ReActStream": lambda b: _drain(b.ReActStream("x")),
-    "ReActStream events": lambda b: _drain(b.ReActStream("x", events=True)),
+    "ReActEvents": lambda b: _drain(b.ReActEvents("x")),
     "run": lambda b: _drain(b.run("x")),
     "stream": lambda b: _drain(b.stream("x")),
 }
