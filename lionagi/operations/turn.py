@@ -318,7 +318,7 @@ def schedule_message_signal(branch: Branch, message: Message) -> None:
     adopted by a later turn. Nothing is queued without an interested observer or event loop.
     Does not checkpoint.
     """
-    observer = branch._observer
+    observer = branch.observer
     if observer is None or not observer.wants(MessageAdded):
         return
     context = branch._active_turn_context
@@ -552,7 +552,7 @@ class _Turn:
                 model=resolved,
                 owner_task=anyio.get_current_task(),
                 operation=operation,
-                logs=branch._logs,
+                logs=branch.logs,
             )
             assert branch._active_turn_context is None, "turn lock held by two turns"
             branch._active_turn_context = context
@@ -610,7 +610,7 @@ class _Turn:
             self.release()
 
     async def _emit_start(self) -> None:
-        observer = self.branch._observer
+        observer = self.branch.observer
         if observer is None or not observer.wants(RunStart):
             return
         # Not shielded: a RunStart handler that blocks is cancelled with the caller, and the turn
@@ -625,7 +625,7 @@ class _Turn:
         )
 
     async def _emit_terminal(self, outcome: StepOutcome[Any]) -> None:
-        observer = self.branch._observer
+        observer = self.branch.observer
         if observer is None:
             return
         context = self.context
@@ -705,7 +705,7 @@ async def run_in_turn(
     if nested is not None:
         return await _run_nested(branch, entry, nested, lambda: invoke(nested))
     turn = await _Turn.begin(branch, model, role, operation)
-    grouped = nests or branch._observer is not None or bool(branch._providers)
+    grouped = nests or branch.observer is not None or branch.context_providers is not None
     try:
         outcome = await turn.step(
             lambda: invoke(turn.scope), first=True, ends_turn=True, grouped=grouped

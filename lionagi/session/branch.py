@@ -49,7 +49,7 @@ from lionagi.operations.params import (
     same_parameters,
 )
 from lionagi.operations.params import ToolsArg as OfferedTools
-from lionagi.operations.turn import TurnStream, schedule_message_signal
+from lionagi.operations.turn import TurnStream, current_scope, schedule_message_signal
 from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
 from lionagi.protocols.messages import (
     Instruction,
@@ -60,6 +60,7 @@ from lionagi.protocols.messages import (
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
 from lionagi.service.usage_limits import UsageLimits
+from lionagi.session._frames import messages_frame
 from lionagi.session._serialization import branch_from_dict, branch_to_dict
 from lionagi.session.control import LoopControl, LoopDirective
 from lionagi.session.logs import LogManager
@@ -570,8 +571,6 @@ class Branch:
         """The history as a pandas DataFrame, one row per message (columns
         ``branch_id, id, kind, role, created_at, content, message``). Needs the
         ``lionagi[pandas]`` extra; :class:`~lionagi.errors.MissingDependencyError` without it."""
-        from lionagi.session._frames import messages_frame
-
         return messages_frame([self])
 
     async def aclose(self) -> None:
@@ -612,8 +611,6 @@ class Branch:
         copy never holds half of a turn. Called from inside this Branch's own turn, it copies
         at once (waiting would deadlock). Cancel-safe: cancelled while waiting, nothing
         happened."""
-        from lionagi.operations.turn import current_scope
-
         if current_scope(self) is not None:
             return self.clone()
         async with self._turn_lock.get():

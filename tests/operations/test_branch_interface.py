@@ -2,7 +2,8 @@
 
 Read from the source: every ``branch.<name>`` (or ``self.branch.<name>``) in an operation module
 is a member of the protocol or one of the Branch's operation methods, never a private field. The
-turn module is the one exception: it owns the Branch's turn fields (ADR-0018).
+turn module is the one exception: it owns the Branch's turn fields (ADR-0018), and touches no other
+private field.
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ def test_operation_modules_use_only_the_conversation_protocol(module: Path) -> N
         if name not in _MEMBERS and name not in _OPERATIONS
     ]
     assert outside == []
+
+
+#: the Branch's turn fields (ADR-0018), which only the turn module touches
+_TURN_FIELDS = frozenset({"_turn_lock", "_active_turn_context", "_last_context_report"})
+
+
+def test_the_turn_module_touches_only_the_turn_fields() -> None:
+    used = _branch_attributes((_PACKAGE / _TURN_MODULE).read_text(encoding="utf-8"))
+    private = {name for _, name in used if name.startswith("_")}
+    assert private == _TURN_FIELDS
 
 
 def test_the_check_sees_a_private_field() -> None:
