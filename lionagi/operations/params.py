@@ -430,6 +430,21 @@ def same_parameters(
     return decorate
 
 
+_BINDABLE = (
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+    inspect.Parameter.VAR_KEYWORD,
+)
+
+
+def _names_by_kind(parameters: Sequence[inspect.Parameter], owner: str) -> dict[Any, list[str]]:
+    names: dict[Any, list[str]] = {kind: [] for kind in _BINDABLE}
+    for parameter in parameters:
+        assert parameter.kind in names, f"{owner}: {parameter.kind} parameters are not bindable"
+        names[parameter.kind].append(parameter.name)
+    return names
+
+
 class _Arguments:
     """What ``Signature.bind(...)`` then ``apply_defaults()`` gives, for the shapes Branch methods
     have (``self``, positional-or-keyword, keyword-only, ``**options``), as a dict, with the same
@@ -439,45 +454,47 @@ class _Arguments:
     __slots__ = ("_defaults", "_name", "_named", "_positional", "_required", "_var_keyword")
 
     def __init__(self, signature: inspect.Signature, name: str) -> None:
-        kind = inspect.Parameter
-        parameters = list(signature.parameters.values())
-        shapes = {kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY, kind.VAR_KEYWORD}
-        assert parameters, name
-        assert parameters[0].name == "self", name
-        assert all(p.kind in shapes for p in parameters), name
-        rest = parameters[1:]
+        parameters = list(signature.parameters.values())[1:]
+        assert next(iter(signature.parameters), None) == "self", name
+        names = _names_by_kind(parameters, name)
+        positional, keyword_only, var_keyword = (names[kind] for kind in _BINDABLE)
         self._name = name
-        self._positional = tuple(p.name for p in rest if p.kind is kind.POSITIONAL_OR_KEYWORD)
-        self._named = frozenset(p.name for p in parameters if p.kind is not kind.VAR_KEYWORD)
-        self._var_keyword = next((p.name for p in rest if p.kind is kind.VAR_KEYWORD), None)
-        self._defaults = {p.name: p.default for p in rest if p.default is not p.empty}
-        self._required = tuple(
-            p.name for p in rest if p.default is p.empty and p.kind is not kind.VAR_KEYWORD
-        )
+        self._positional = tuple(positional)
+        self._named = frozenset(("self", *positional, *keyword_only))
+        self._var_keyword = var_keyword[0] if var_keyword else None
+        self._defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+        self._required = tuple(n for n in (*positional, *keyword_only) if n not in self._defaults)
 
     def __call__(self, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(self._positional):
             raise TypeError(f"{self._name}(): too many positional arguments")
         bound: dict[str, Any] = {"self": owner, **self._defaults}
         bound.update(zip(self._positional, args, strict=False))
-        extra: dict[str, Any] = {}
-        for key, value in kwargs.items():
-            if key not in self._named:
-                extra[key] = value
-            elif key == "self" or key in self._positional[: len(args)]:
-                raise TypeError(f"{self._name}(): multiple values for argument {key!r}")
-            else:
-                bound[key] = value
+        extra = self._keywords(bound, kwargs, self._positional[: len(args)])
         if self._var_keyword is not None:
             bound[self._var_keyword] = extra
         elif extra:
             raise TypeError(
                 f"{self._name}(): got an unexpected keyword argument {next(iter(extra))!r}"
             )
-        missing = [name for name in self._required if name not in bound]
+        missing = [n for n in self._required if n not in bound]
         if missing:
             raise TypeError(f"{self._name}(): missing a required argument: {missing[0]!r}")
         return bound
+
+    def _keywords(
+        self, bound: dict[str, Any], kwargs: dict[str, Any], given: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """Put the named keywords into ``bound``; return the others (for ``**options``)."""
+        extra: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            if key not in self._named:
+                extra[key] = value
+            elif key == "self" or key in given:
+                raise TypeError(f"{self._name}(): multiple values for argument {key!r}")
+            else:
+                bound[key] = value
+        return extra
 
 
 def _apply_aliases(
