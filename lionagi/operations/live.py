@@ -56,7 +56,6 @@ from lionagi.operations.params import (
     HandleValidation,
     OperateParams,
     bind,
-    same_parameters,
 )
 from lionagi.operations.parse import parse_in_scope
 from lionagi.operations.react import (
@@ -84,7 +83,7 @@ if TYPE_CHECKING:
     from lionagi.service.imodel import iModel
     from lionagi.session.branch import Branch
 
-__all__ = ["communicate_stream", "operate_stream", "react_events", "same_parameters"]
+__all__ = ["communicate_stream", "operate_stream", "react_events"]
 
 
 # -- one streamed model call ----------------------------------------------------------------
