@@ -29,6 +29,7 @@ from lionagi.errors import (
     ToolTimeoutError,
 )
 from lionagi.protocols._signature import arguments_of, read_docstring
+from lionagi.protocols.tool_spec import ToolSpec
 
 __all__ = ["OfferedTools", "Tool", "ToolRegistry", "jsonable"]
 
@@ -105,14 +106,7 @@ class Tool:
     @property
     def schema(self) -> dict[str, Any]:
         """The OpenAI function schema of this tool (a fresh copy)."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
+        return ToolSpec(self.name, self.description, self.parameters).function_schema()
 
     @property
     def arguments_model(self) -> type[BaseModel]:
