@@ -46,6 +46,12 @@ CALLS: dict[str, Call] = {
     "stream": lambda b, **kw: b.stream("x", **kw),
 }
 MODEL_OPS = [name for name in CALLS if name != "act"]
+# the live-event forms, declared with their operations' parameters
+LIVE_CALLS: dict[str, Call] = {
+    "operate_stream": lambda b, **kw: b.operate_stream(instruction="x", **kw),
+    "communicate_stream": lambda b, **kw: b.communicate_stream("x", **kw),
+    "ReActEvents": lambda b, **kw: b.ReActEvents("x", **kw),
+}
 
 # (operation, keyword arguments, exception class, text the message must contain)
 TABLE: list[tuple[str, dict[str, Any], type[Exception], str]] = [
@@ -97,11 +103,18 @@ TABLE: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("stream", {"max_tool_rounds": -1}, OperationError, "stream() got max_tool_rounds=-1"),
     ("stream", {"temprature": 0.2}, UnknownParameterError, "stream() got an unexpected"),
     ("chat_and_record", {"return_ins_res_message": True}, OperationError, "returns the reply"),
+    ("operate_stream", {"reason": "yes"}, OperationError, "reason='yes': expected True or False"),
+    ("operate_stream", {"invoke_action": False}, UnknownParameterError, "'invoke_actions'"),
+    ("communicate_stream", {"num_parse_retries": -1}, OperationError, "num_parse_retries=-1"),
+    ("communicate_stream", {"actions": True}, UnknownParameterError, "use operate(actions=True)"),
+    ("ReActEvents", {"max_extensions": -1}, OperationError, "max_extensions=-1"),
+    ("ReActEvents", {"reasoning_effort": "low"}, UnknownParameterError, "extra_body="),
+    ("ReActEvents", {"return_analysis": True}, OperationError, "belongs to ReAct()"),
 ]
 
 
 async def _call(op: str, branch: Branch, kwargs: dict[str, Any]) -> Any:
-    result = CALLS[op](branch, **kwargs)
+    result = {**CALLS, **LIVE_CALLS}[op](branch, **kwargs)
     if hasattr(result, "__await__"):
         return await result
     return result  # a stream: its parameters are checked when it is created
