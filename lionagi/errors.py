@@ -130,11 +130,20 @@ class DuplicateToolError(ToolError, ValueError):
     """A tool name is already registered; pass ``update=True`` to replace it."""
 
 
-class ToolNotFoundError(ToolError, KeyError):
+class _NotFound(KeyError):
+    """A ``KeyError`` whose ``str()`` is its message (a bare ``KeyError`` would ``repr()`` it);
+    ``_default_message`` is what it says without one."""
+
+    _default_message = "not found"
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else self._default_message
+
+
+class ToolNotFoundError(ToolError, _NotFound):
     """A model or caller asked for a tool name that is not registered."""
 
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else "tool not found"
+    _default_message = "tool not found"
 
 
 class ToolArgumentError(ToolError, ValueError):
@@ -178,11 +187,10 @@ class ParseError(LionError, ValueError):
         self.text = text
 
 
-class BranchNotFoundError(LionError, KeyError):
+class BranchNotFoundError(LionError, _NotFound):
     """A Session has no branch with the given id or name."""
 
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else "branch not found"
+    _default_message = "branch not found"
 
 
 class FlowError(LionError, RuntimeError):
@@ -221,11 +229,10 @@ class UsageLimitExceeded(LionError):
         self.used = used
 
 
-class ProviderNotFoundError(LionError, KeyError):
+class ProviderNotFoundError(LionError, _NotFound):
     """No context provider with this name is registered."""
 
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else "context provider not found"
+    _default_message = "context provider not found"
 
 
 class ScriptExhaustedError(LionError):
