@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from lionagi.protocols.messages import Message, Usage
 
@@ -51,6 +51,10 @@ current_op_id: ContextVar[str | None] = ContextVar("lionagi_current_op_id", defa
 def _error_text(error: BaseException | None) -> str | None:
     """An exception as ``"Type: message"`` for a signal's JSON form (no traceback)."""
     return None if error is None else f"{type(error).__name__}: {error}"
+
+
+#: a signal's exception field: the exception itself, dumped as :func:`_error_text`
+_Error: TypeAlias = Annotated[BaseException | None, PlainSerializer(_error_text)]
 
 
 class Signal(BaseModel):
@@ -96,12 +100,8 @@ class RunFailed(Signal):
     turn_id: UUID | None = None
     operation: str | None = None
     op_id: str | None = None
-    data: BaseException | None = None
+    data: _Error = None
     duration_ms: float = 0.0
-
-    @field_serializer("data")
-    def _serialize_data(self, data: BaseException | None) -> str | None:
-        return _error_text(data)
 
 
 class ToolFailed(Signal):
@@ -116,11 +116,7 @@ class ToolFailed(Signal):
     function: str = ""
     error_type: str = ""
     error_message: str = ""
-    data: BaseException | None = None
-
-    @field_serializer("data")
-    def _serialize_data(self, data: BaseException | None) -> str | None:
-        return _error_text(data)
+    data: _Error = None
 
 
 class ModelRetry(Signal):
@@ -217,12 +213,8 @@ class NodeFailed(NodeSignal):
     """A node's turn raised or was cancelled (``data`` holds the exception)."""
 
     turn_id: UUID | None = None
-    data: BaseException | None = None
+    data: _Error = None
     duration_ms: float = 0.0
-
-    @field_serializer("data")
-    def _serialize_data(self, data: BaseException | None) -> str | None:
-        return _error_text(data)
 
 
 class NodeSkipped(NodeSignal):
