@@ -17,7 +17,6 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID, uuid4
 
@@ -640,12 +639,7 @@ class FlowStream:
             except BaseException as exc:  # handed to the consumer, after the events before it
                 self._error = exc
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         group = self._group
         assert group is not None
         assert self._receive is not None
