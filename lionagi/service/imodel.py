@@ -17,6 +17,7 @@ import anyio
 from pydantic import BaseModel, SecretStr
 
 from lionagi import _instrument
+from lionagi._declared import same_parameters
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
@@ -237,6 +238,7 @@ class iModel:
 
     async def invoke(
         self,
+        /,
         messages: Sequence[Message],
         *,
         tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
@@ -327,29 +329,21 @@ class iModel:
             model=self.model,
         )
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
-        response_format: type[BaseModel] | Mapping[str, Any] | None = None,
-        session_id: str | None = None,
-        on_retry: RetryHook | None = None,
-        **options: Any,
-    ) -> AsyncGenerator[StreamChunk, None]:
-        """Yield reply chunks; the last is a ``FinalChunk``. ``aclose()`` ends the call at once.
+    @same_parameters(invoke)
+    def stream(self, arguments: dict[str, Any]) -> AsyncGenerator[StreamChunk, None]:
+        """:meth:`invoke`'s call (its parameters), streamed: yield reply chunks; the last is a
+        ``FinalChunk``. ``aclose()`` ends the call at once.
 
         The timeout bounds the wait for each chunk. No cancel scope spans a ``yield``. The retry
         policy and rate limits apply until the first chunk arrives: a stream that failed before
         yielding anything is opened again; once a chunk was yielded, a failure is raised.
         """
-        request = self.request(
-            messages,
-            tools=tools,
-            response_format=response_format,
-            session_id=session_id,
-            **options,
-        )
+        return self._stream(arguments)
+
+    async def _stream(self, arguments: dict[str, Any]) -> AsyncGenerator[StreamChunk, None]:
+        del arguments["self"]
+        on_retry, options = arguments.pop("on_retry"), arguments.pop("options")
+        request = self.request(**arguments, **options)
         limiter = None if self._limiter is None else self._limiter.get()
         if self.retry is None:
             opened = await self._open_stream(request, limiter)

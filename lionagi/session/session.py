@@ -8,6 +8,7 @@ from uuid import UUID
 
 import anyio.lowlevel
 
+from lionagi._declared import same_parameters
 from lionagi.errors import BranchNotFoundError, ConfigurationError, FlowError
 from lionagi.session.observer import Authorizer, Handler, Observer
 from lionagi.session.signal import Signal
@@ -15,8 +16,7 @@ from lionagi.session.signal import Signal
 if TYPE_CHECKING:
     from lionagi.operations.graph import OperationGraph
     from lionagi.protocols.messages import Message
-    from lionagi.service.imodel import iModel
-    from lionagi.session.branch import Branch, ToolsArg
+    from lionagi.session.branch import Branch
     from lionagi.session.flow import FlowStream, ProgressCallback
 
 __all__ = ["Session"]
@@ -25,6 +25,13 @@ H = TypeVar("H", bound=Handler)
 BranchRef = Any  # a Branch, its id (UUID or str) or its name
 
 _MISSING: Any = object()
+#: flow() arguments that are not options of the flow itself (verbose: upstream compatibility)
+_NOT_FLOW_OPTIONS = frozenset({"self", "graph", "verbose"})
+
+
+def _flow_options(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a flow runs with, from :meth:`Session.flow`'s arguments."""
+    return {k: v for k, v in arguments.items() if k not in _NOT_FLOW_OPTIONS}
 
 
 class Session:
@@ -57,34 +64,16 @@ class Session:
 
     # -- branches --------------------------------------------------------------------------
     def new_branch(
-        self,
-        system: Any = None,
-        *,
-        name: str | None = None,
-        user: str | None = None,
-        chat_model: iModel | str | None = None,
-        parse_model: iModel | str | None = None,
-        tools: ToolsArg | None = None,
-        messages: Iterable[Message] | None = None,
-        as_default_branch: bool = False,
-        **kwargs: Any,
+        self, system: Any = None, *, as_default_branch: bool = False, **kwargs: Any
     ) -> Branch:
-        """Create a Branch (same keywords as ``Branch(...)``) that reports to this session.
+        """Create a Branch (``Branch(system=system, **kwargs)``: the same keywords) that reports
+        to this session.
 
         ``as_default_branch=True`` makes it the session's default branch.
         """
         from lionagi.session.branch import Branch
 
-        branch = Branch(
-            system=system,
-            name=name,
-            user=user,
-            chat_model=chat_model,
-            parse_model=parse_model,
-            tools=tools,
-            messages=messages,
-            **kwargs,
-        )
+        branch = Branch(system=system, **kwargs)
         self.include_branches(branch)
         if as_default_branch:
             self._default = branch
@@ -286,31 +275,13 @@ class Session:
         task outlives the call. Raises :class:`~lionagi.errors.GraphCycleError` before
         anything runs if the graph has a cycle.
         """
+        options = _flow_options(locals())
         from lionagi.session.flow import run_flow
 
-        return await run_flow(
-            self,
-            graph,
-            context=context,
-            parallel=parallel,
-            max_concurrent=max_concurrent,
-            default_branch=default_branch,
-            on_progress=on_progress,
-            fail_fast=fail_fast,
-        )
+        return await run_flow(self, graph, **options)
 
-    def flow_stream(
-        self,
-        graph: OperationGraph | Any,
-        *,
-        context: Mapping[str, Any] | None = None,
-        parallel: bool = True,
-        max_concurrent: int | None = 5,
-        default_branch: BranchRef | None = None,
-        on_progress: ProgressCallback | None = None,
-        fail_fast: bool = False,
-        verbose: bool = False,
-    ) -> FlowStream:
+    @same_parameters(flow)
+    def flow_stream(self, arguments: dict[str, Any]) -> FlowStream:
         """The flow's node outcomes as they happen, one :class:`~lionagi.session.flow.FlowEvent`
         per node (``operation_id``, ``name``, ``status``, ``result``)::
 
@@ -325,18 +296,7 @@ class Session:
         """
         from lionagi.session.flow import FlowStream
 
-        return FlowStream(
-            self,
-            graph,
-            {
-                "context": context,
-                "parallel": parallel,
-                "max_concurrent": max_concurrent,
-                "default_branch": default_branch,
-                "on_progress": on_progress,
-                "fail_fast": fail_fast,
-            },
-        )
+        return FlowStream(self, arguments["graph"], _flow_options(arguments))
 
     # -- used by flows -----------------------------------------------------------------------
     def _resolve_default(self, branch: BranchRef | None) -> Branch:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from lionagi import Branch
+from lionagi._declared import _Arguments
 from lionagi.errors import OperationError
-from lionagi.operations.params import _Arguments
 
 CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
     ((), {}),

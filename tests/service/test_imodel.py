@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -391,3 +392,14 @@ def test_same_model_on_asyncio_then_trio() -> None:
     assert anyio.run(burst, backend="trio") == ["ok"] * 3
     assert anyio.run(burst, backend="asyncio") == ["ok"] * 3
     assert peak == 1
+
+
+async def test_stream_is_declared_with_invokes_parameters() -> None:
+    declared = inspect.signature(iModel.stream)
+    assert declared.parameters == inspect.signature(iModel.invoke).parameters
+    model = FunctionModel(lambda messages, **options: "hi there")
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        model.stream(ASK, ())  # type: ignore[call-arg]
+    chunks = [chunk async for chunk in model.stream(ASK, session_id="s", temperature=0.5)]
+    assert isinstance(chunks[-1], FinalChunk)
+    assert chunks[-1].response.text == "hi there"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import anyio
 import pytest
 
@@ -35,6 +37,13 @@ def test_new_branch_takes_upstream_keywords() -> None:
     assert session.default_branch is branch  # the first branch is the default
     other = session.new_branch(name="critic", as_default_branch=True)
     assert session.default_branch is other
+
+
+def test_flow_stream_is_declared_with_flows_parameters() -> None:
+    declared = inspect.signature(Session.flow_stream)
+    assert declared.parameters == inspect.signature(Session.flow).parameters
+    with pytest.raises(TypeError, match="unexpected keyword argument 'paralel'"):
+        Session().flow_stream(None, paralel=False)  # type: ignore[call-arg]
 
 
 def test_default_branch_is_created_on_first_use_and_can_change() -> None:
