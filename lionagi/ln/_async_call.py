@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -64,22 +65,42 @@ async def alcall(
             raise ConfigurationError("alcall: pass retry_initial_delay or retry_delay, not both")
         retry_initial_delay = retry_delay
     items = _normalize(input_, flatten=input_flatten, dropna=input_dropna, unique=input_unique)
-    calls = _Calls(
-        func,
-        kwargs,
-        len(items),
-        attempts=retry_attempts,
-        delay=retry_initial_delay,
-        backoff=retry_backoff,
-        default=retry_default,
-        timeout=retry_timeout,
-        return_exceptions=return_exceptions,
-        max_concurrent=max_concurrent,
-    )
+    retry = _Retry(retry_attempts, retry_initial_delay, retry_backoff, retry_default, retry_timeout)
+    calls = _Calls(func, kwargs, len(items), retry, return_exceptions, max_concurrent)
     if delay_before_start:
         await anyio.sleep(delay_before_start)
     out = await calls.run(items, throttle_period)
     return _normalize(out, flatten=output_flatten, dropna=output_dropna, unique=output_unique)
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    """How :func:`alcall` retries one call: ``attempts`` more times after a failure, waiting
+    ``delay`` seconds (times ``backoff`` after each retry), each attempt bounded by ``timeout``;
+    when the retries are spent the result is ``default`` if given."""
+
+    attempts: int
+    delay: float
+    backoff: float
+    default: Any
+    timeout: float | None
+
+    async def run(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        failures = 0
+        delay = self.delay
+        while True:
+            try:
+                with anyio.fail_after(self.timeout):  # None: no deadline
+                    return await call()
+            except Exception:
+                failures += 1
+                if failures > self.attempts:
+                    if self.default is not _UNSET:
+                        return self.default
+                    raise
+                if delay:
+                    await anyio.sleep(delay)
+                    delay *= self.backoff
 
 
 class _Calls:
@@ -90,23 +111,14 @@ class _Calls:
         func: Callable[..., Any],
         kwargs: dict[str, Any],
         count: int,
-        *,
-        attempts: int,
-        delay: float,
-        backoff: float,
-        default: Any,
-        timeout: float | None,
+        retry: _Retry,
         return_exceptions: bool,
         max_concurrent: int | None,
     ) -> None:
         self.func = func
         self.kwargs = kwargs
         self.is_async = _is_async(func)
-        self.attempts = attempts
-        self.delay = delay
-        self.backoff = backoff
-        self.default = default
-        self.timeout = timeout
+        self.retry = retry
         self.return_exceptions = return_exceptions
         self.limiter = None if max_concurrent is None else anyio.CapacityLimiter(max_concurrent)
         self.out: list[Any] = [None] * count
@@ -129,26 +141,9 @@ class _Calls:
             return await self.func(item, **self.kwargs)
         return await anyio.to_thread.run_sync(functools.partial(self.func, item, **self.kwargs))
 
-    async def attempt(self, item: Any) -> Any:
-        failures = 0
-        delay = self.delay
-        while True:
-            try:
-                with anyio.fail_after(self.timeout):  # None: no deadline
-                    return await self.call(item)
-            except Exception:
-                failures += 1
-                if failures > self.attempts:
-                    if self.default is not _UNSET:
-                        return self.default
-                    raise
-                if delay:
-                    await anyio.sleep(delay)
-                    delay *= self.backoff
-
     async def worker(self, index: int, item: Any, group: anyio.abc.TaskGroup) -> None:
         try:
-            self.out[index] = await self.attempt(item)
+            self.out[index] = await self.retry.run(functools.partial(self.call, item))
         except Exception as exc:
             if self.return_exceptions:
                 self.out[index] = exc
