@@ -78,3 +78,65 @@ def test_signal_stream_and_tool_message_models_are_built_on_first_use() -> None:
         ),
         False,
     )
+
+
+LAZY_PROBE = """
+import json, sys
+import lionagi
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("lionagi", "pydantic", "anyio"))
+bound_at_import = sorted(n for n in lionagi.__all__ if n in vars(lionagi))
+listed = sorted(set(lionagi.__all__) - set(dir(lionagi)))
+namespace = {}
+exec("from lionagi import *", namespace)
+star = sorted(n for n in namespace if n != "__builtins__")
+import importlib
+wrong = [n for n, m in lionagi._LAZY.items()
+         if getattr(lionagi, n) is not getattr(importlib.import_module(m), n)]
+try:
+    lionagi.NoSuchName
+except AttributeError as exc:
+    missing = str(exc)
+print(json.dumps({"loaded": loaded, "bound": bound_at_import, "not_listed": listed,
+                  "star": star, "wrong": wrong, "missing": missing,
+                  "all": sorted(lionagi.__all__)}))
+"""
+
+
+def _lazy_probe() -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", LAZY_PROBE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_import_lionagi_loads_only_the_exception_modules() -> None:
+    answer = _lazy_probe()
+    assert answer["loaded"] == [
+        "lionagi",
+        "lionagi.errors",
+        "lionagi.service",
+        "lionagi.service.errors",
+    ]
+    from lionagi import errors
+    from lionagi.service import errors as service_errors
+
+    exceptions = {*errors.__all__, *service_errors.__all__}
+    bound = answer["bound"]
+    assert isinstance(bound, list)
+    assert set(bound) <= exceptions | {"__version__"}
+    assert "Branch" not in bound
+
+
+def test_every_public_name_resolves_lazily_to_its_modules_object() -> None:
+    answer = _lazy_probe()
+    assert answer["wrong"] == []
+    assert answer["not_listed"] == []
+    assert answer["star"] == answer["all"]
+    assert answer["missing"] == "module 'lionagi' has no attribute 'NoSuchName'"
