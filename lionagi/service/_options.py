@@ -6,6 +6,10 @@ Callers pass options by their common (OpenAI-style) names — ``temperature``, `
 :class:`~lionagi.errors.ConfigurationError` naming the option and what to do, rather than
 letting the server answer 400. Names a provider does not know are passed on unchanged (new API
 parameters keep working); ``extra_body`` is merged into the body last, as is.
+
+Settings about tool use (``tool_choice``...) are dropped from a body that sends no tools: a
+model's default ``tool_choice`` would otherwise go out on every plain call, which OpenAI and
+Anthropic answer with 400.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from lionagi.errors import ConfigurationError
 
-__all__ = ["apply_options"]
+__all__ = ["apply_options", "drop_tool_settings"]
 
 Rename = tuple[str, Callable[[Any], Any]]
 
@@ -51,3 +55,15 @@ def apply_options(
                 f"extra_body must be a dict of body fields, got {type(extra).__name__}"
             )
         body.update(extra)
+
+
+def drop_tool_settings(body: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Remove the tool-use settings ``names`` from ``body`` when it sends no ``tools``.
+
+    They are commonly set as a model's defaults (``iModel(..., tool_choice="auto")``) and then
+    reach calls without tools, which the APIs reject ("tool_choice is only allowed when tools
+    are specified"); without tools they mean nothing, so leaving them out changes no reply.
+    """
+    if not body.get("tools"):
+        for name in names:
+            body.pop(name, None)

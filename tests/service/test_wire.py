@@ -519,3 +519,54 @@ async def test_openai_passes_common_options_and_extra_body(server: ScriptedServe
     assert (body["stop"], body["seed"], body["a"]) == (["END"], 3, 1)
     assert "extra_body" not in body
     await model.aclose()
+
+
+# provider -> (tool-use settings given as the model's defaults, its plain reply or None)
+_TOOL_CHOICE: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
+    "openai": ({"tool_choice": "auto", "parallel_tool_calls": False}, text_completion("ok")),
+    "openai_responses": (
+        {"tool_choice": "auto", "parallel_tool_calls": False},
+        {
+            "object": "response",
+            "status": "completed",
+            "model": "m",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "ok"}],
+                }
+            ],
+        },
+    ),
+    "anthropic": ({"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}, None),
+}
+
+
+@pytest.mark.parametrize("provider", list(_TOOL_CHOICE))
+async def test_a_default_tool_choice_goes_only_with_tools(
+    server: ScriptedServer, provider: str
+) -> None:
+    settings, reply = _TOOL_CHOICE[provider]
+    server.reply(Reply(json=reply or anthropic_text("ok")))
+    server.reply(Reply(json=reply or anthropic_text("ok")))
+    if provider == "anthropic":
+        model = anthropic_model(server, **settings)
+    else:
+        model = openai_model(server, provider, **settings)
+
+    tool = {
+        "type": "function",
+        "function": {"name": "now", "description": "The time.", "parameters": {"type": "object"}},
+    }
+
+    await model.invoke([Instruction(instruction="x")])
+    await model.invoke([Instruction(instruction="x")], tools=[tool])
+
+    plain, with_tools = (request.json for request in server.requests)
+    assert "tools" not in plain
+    assert not set(settings) & set(plain), plain
+    assert with_tools["tools"]
+    assert {k: with_tools[k] for k in settings} == settings
+    await model.aclose()

@@ -24,7 +24,7 @@ from lionagi.protocols.messages import (
     System,
 )
 from lionagi.protocols.tool_spec import ToolSpec
-from lionagi.service._options import apply_options
+from lionagi.service._options import apply_options, drop_tool_settings
 
 if TYPE_CHECKING:
     from lionagi.service.types import ModelRequest
@@ -81,6 +81,7 @@ def anthropic_body(request: ModelRequest, *, stream: bool, provider: str) -> dic
     if request.tools:
         body["tools"] = [anthropic_tool(tool) for tool in request.tools]
     apply_options(body, request.options, provider=provider, renames=_RENAMES, refused=_REFUSED)
+    drop_tool_settings(body, ("tool_choice",))  # parallel use is set inside tool_choice
     if stream:
         body["stream"] = True
     else:

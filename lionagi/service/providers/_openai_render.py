@@ -26,12 +26,15 @@ from lionagi.protocols.messages import (
     System,
 )
 from lionagi.protocols.tool_spec import ToolSpec
-from lionagi.service._options import apply_options
+from lionagi.service._options import apply_options, drop_tool_settings
 
 if TYPE_CHECKING:
     from lionagi.service.types import ModelRequest
 
-__all__ = ["openai_body", "openai_tool", "to_openai_messages"]
+__all__ = ["TOOL_SETTINGS", "openai_body", "openai_tool", "to_openai_messages"]
+
+TOOL_SETTINGS = ("tool_choice", "parallel_tool_calls")
+"""Body fields that only mean something beside ``tools`` (dropped from a body without them)."""
 
 _OPENAI = "openai"
 _OPENAI_BARE = "openai:schema-sent-natively"  # an instruction whose schema goes in the body
@@ -58,6 +61,7 @@ def openai_body(request: ModelRequest, *, stream: bool, provider: str) -> dict[s
     if schema is not None and (response_format := _response_format(request, schema)):
         body["response_format"] = response_format
     apply_options(body, request.options, provider=provider, renames={}, refused={})
+    drop_tool_settings(body, TOOL_SETTINGS)
     _set_streaming(body, stream)
     return body
 

@@ -33,8 +33,10 @@ from lionagi.protocols.messages import (
     Usage,
 )
 from lionagi.protocols.tool_spec import ToolSpec
+from lionagi.service._options import drop_tool_settings
 from lionagi.service.errors import ProviderError, ServerError
 from lionagi.service.providers._http import as_int, preview
+from lionagi.service.providers._openai_render import TOOL_SETTINGS
 from lionagi.service.providers._usage import openai_usage
 from lionagi.service.providers.openai import OpenAIChatProvider, _PartialCall
 from lionagi.service.types import (
@@ -80,6 +82,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         if "max_tokens" in options and "max_output_tokens" not in options:
             options["max_output_tokens"] = options.pop("max_tokens")
         body.update(options)
+        drop_tool_settings(body, TOOL_SETTINGS)
         if stream:
             body["stream"] = True
         else:
