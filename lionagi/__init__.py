@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from lionagi.operations.events import (
         MessageCommitted,
         PartialObjectEvent,
+        ReasoningDeltaEvent,
         ResultEvent,
         StreamEvent,
         TextDeltaEvent,
@@ -178,6 +179,7 @@ _LAZY: dict[str, str] = {
     "OperationGraphBuilder": "lionagi.operations.builder",
     "MessageCommitted": "lionagi.operations.events",
     "PartialObjectEvent": "lionagi.operations.events",
+    "ReasoningDeltaEvent": "lionagi.operations.events",
     "ResultEvent": "lionagi.operations.events",
     "StreamEvent": "lionagi.operations.events",
     "TextDeltaEvent": "lionagi.operations.events",
@@ -301,6 +303,7 @@ __all__ = [
     "RateLimitError",
     "RateLimitQueueFull",
     "Reasoning",
+    "ReasoningDeltaEvent",
     "ResultCondition",
     "ResultEvent",
     "RetryPolicy",

@@ -69,6 +69,7 @@ EXPORTS: dict[str, list[str]] = {
         "RateLimitError",
         "RateLimitQueueFull",
         "Reasoning",
+        "ReasoningDeltaEvent",
         "ResultCondition",
         "ResultEvent",
         "RetryPolicy",

@@ -4,6 +4,7 @@ A stream of events is the message view of :meth:`Branch.run` with the model's de
 interleaved, in the order they arrived:
 
 - :class:`TextDeltaEvent` -- a piece of reply text, handed out as the provider sends it;
+- :class:`ReasoningDeltaEvent` -- a piece of the model's reasoning (thinking), as it streams;
 - :class:`ToolCallDeltaEvent` -- a piece of a tool call (its id and name once, then fragments
   of its JSON argument text);
 - :class:`ToolStarted` / :class:`ToolFinished` -- a tool call began running / its result is in;
@@ -36,6 +37,7 @@ from lionagi.protocols.messages import ActionRequest, ActionResponse, Message
 __all__ = [
     "MessageCommitted",
     "PartialObjectEvent",
+    "ReasoningDeltaEvent",
     "ResultEvent",
     "StreamEvent",
     "TextDeltaEvent",
@@ -48,6 +50,15 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class TextDeltaEvent:
     """A piece of the reply text, as the provider sent it (never empty)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDeltaEvent:
+    """A piece of the model's reasoning, as the provider streamed it (never empty). The reply
+    that follows commits it whole: the text of the committed message's ``reasoning`` blocks is
+    the concatenation of the reasoning deltas since the previous committed message."""
 
     text: str
 
@@ -114,6 +125,7 @@ class ResultEvent:
 
 StreamEvent: TypeAlias = (
     TextDeltaEvent
+    | ReasoningDeltaEvent
     | ToolCallDeltaEvent
     | ToolStarted
     | ToolFinished

@@ -36,6 +36,7 @@ from lionagi.operations.chat import record_response
 from lionagi.operations.events import (
     MessageCommitted,
     PartialObjectEvent,
+    ReasoningDeltaEvent,
     ResultEvent,
     StreamEvent,
     TextDeltaEvent,
@@ -72,6 +73,7 @@ from lionagi.service.errors import ProtocolError
 from lionagi.service.types import (
     FinalChunk,
     ModelResponse,
+    ReasoningDelta,
     TextDelta,
     ToolCallDelta,
     UsageChunk,
@@ -176,6 +178,8 @@ async def _ask(
                     yield TextDeltaEvent(text)
                     if preview is not None and (update := preview.add(text)) is not None:
                         yield update
+            elif isinstance(chunk, ReasoningDelta):
+                yield ReasoningDeltaEvent(chunk.text)
             elif isinstance(chunk, ToolCallDelta):
                 yield ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
             elif isinstance(chunk, UsageChunk):

@@ -26,6 +26,7 @@ from lionagi.operations._prepare import instruction_for, model_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.events import (
     MessageCommitted,
+    ReasoningDeltaEvent,
     StreamEvent,
     TextDeltaEvent,
     ToolCallDeltaEvent,
@@ -42,7 +43,14 @@ from lionagi.protocols.messages import (
 )
 from lionagi.service._segmenter import Segmenter
 from lionagi.service.imodel import iModel
-from lionagi.service.types import FinalChunk, ModelResponse, StreamChunk, TextDelta, ToolCallDelta
+from lionagi.service.types import (
+    FinalChunk,
+    ModelResponse,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+)
 
 if TYPE_CHECKING:
     from lionagi.operations.params import RunParams
@@ -75,8 +83,9 @@ def run(branch: Branch, params: RunParams) -> TurnStream[Message]:
 
 
 def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
-    """Stream one turn of ``branch`` as live events: :func:`run`'s turn, with the model's text
-    and tool-call deltas handed out as they arrive and the tools' start and finish marked.
+    """Stream one turn of ``branch`` as live events: :func:`run`'s turn, with the model's text,
+    reasoning and tool-call deltas handed out as they arrive and the tools' start and finish
+    marked.
 
     Each message :func:`run` would yield comes as a
     :class:`~lionagi.operations.events.MessageCommitted`, after the deltas it is made of; a
@@ -250,12 +259,14 @@ def _not_run(request: ActionRequest, limit: int) -> ActionResponse:
 
 def _live_event(
     segments: Segmenter, chunk: StreamChunk
-) -> TextDeltaEvent | ToolCallDeltaEvent | None:
-    """The live event for ``chunk``, taken before ``segments`` is fed it: its text or tool-call
-    piece, or the whole text of a final chunk from a provider that sent no text deltas (the
-    text the segmenter will commit), or None."""
+) -> TextDeltaEvent | ReasoningDeltaEvent | ToolCallDeltaEvent | None:
+    """The live event for ``chunk``, taken before ``segments`` is fed it: its text, reasoning or
+    tool-call piece, or the whole text of a final chunk from a provider that sent no text
+    deltas (the text the segmenter will commit), or None."""
     if isinstance(chunk, TextDelta):
         return TextDeltaEvent(chunk.text) if chunk.text else None
+    if isinstance(chunk, ReasoningDelta):
+        return ReasoningDeltaEvent(chunk.text) if chunk.text else None
     if isinstance(chunk, ToolCallDelta):
         return ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
     if isinstance(chunk, FinalChunk):

@@ -27,6 +27,7 @@ from lionagi.service.errors import ProtocolError
 from lionagi.service.types import (
     FinalChunk,
     ModelResponse,
+    ReasoningDelta,
     ReasoningEvent,
     StreamChunk,
     TextDelta,
@@ -70,6 +71,7 @@ class Segmenter:
         "_answered",
         "_calls",
         "_model",
+        "_reasoned",
         "_reasoning",
         "_requests",
         "_text",
@@ -87,6 +89,7 @@ class Segmenter:
         self._requests: dict[str, ActionRequest] = {}  # committed this call, by call id
         self._answered: set[str] = set()
         self._reasoning: list[Reasoning] = []
+        self._reasoned = False  # reasoning came as events, not only in the final response
         self._whole = model.provider.replays_raw_replies
         self.final: ModelResponse | None = None
         self.usage: Usage | None = None
@@ -126,7 +129,11 @@ class Segmenter:
             pending.provider_fields.update(chunk.provider_fields)
         return out
 
+    def _reasoning_delta(self, chunk: ReasoningDelta) -> list[Message]:
+        return []  # for live views: the block comes whole (ReasoningEvent or final chunk)
+
     def _reasoning_event(self, chunk: ReasoningEvent) -> list[Message]:
+        self._reasoned = True
         self._reasoning.append(chunk.reasoning)
         return []
 
@@ -160,7 +167,7 @@ class Segmenter:
         self.usage = response.usage
         if text := self.unstreamed(response):
             self._text.write(text)  # a provider that sent no text deltas
-        if not self._reasoning and not self._texted and response.reasoning:
+        if not self._reasoned and not self._texted and response.reasoning:
             self._reasoning.extend(response.reasoning)  # sent with no reasoning events
         return self._flush_text(response) + self._flush_calls(response)
 
@@ -287,6 +294,7 @@ _Handler: TypeAlias = Callable[[Segmenter, Any], list[Message]]
 _SEGMENTED: dict[type, _Handler] = {
     TextDelta: Segmenter._text_delta,
     ToolCallDelta: Segmenter._call_delta,
+    ReasoningDelta: Segmenter._reasoning_delta,
     ReasoningEvent: Segmenter._reasoning_event,
     ToolResultEvent: Segmenter._tool_result,
     UsageChunk: Segmenter._usage,

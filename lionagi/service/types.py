@@ -16,6 +16,7 @@ __all__ = [
     "FinalChunk",
     "ModelRequest",
     "ModelResponse",
+    "ReasoningDelta",
     "ReasoningEvent",
     "StreamChunk",
     "StructuredOutput",
@@ -119,6 +120,18 @@ class ToolResultEvent(BaseModel):
     is_error: bool = False
 
 
+class ReasoningDelta(BaseModel):
+    """A piece of reasoning text as the provider streams it: Anthropic ``thinking_delta``,
+    ``reasoning_content`` (or ``reasoning``) of OpenAI-compatible servers, Responses reasoning
+    text and summary deltas. For live views only: the reasoning is recorded from the finished
+    block (a :class:`ReasoningEvent`, or the final response), whose ``text`` is exactly the
+    concatenation of its deltas. Signatures and encrypted content are never streamed."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    text: str
+
+
 class ReasoningEvent(BaseModel):
     """A finished reasoning block (sent when the block ends, before what follows it)."""
 
@@ -144,5 +157,11 @@ class FinalChunk(BaseModel):
 
 
 StreamChunk: TypeAlias = (
-    TextDelta | ToolCallDelta | ToolResultEvent | ReasoningEvent | UsageChunk | FinalChunk
+    TextDelta
+    | ToolCallDelta
+    | ToolResultEvent
+    | ReasoningDelta
+    | ReasoningEvent
+    | UsageChunk
+    | FinalChunk
 )

@@ -23,6 +23,7 @@ from lionagi.service.imodel import iModel
 from lionagi.service.types import (
     FinalChunk,
     ModelResponse,
+    ReasoningDelta,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -82,6 +83,11 @@ def check(response: ModelResponse, chunks: list[StreamChunk], expect: dict[str, 
     for field, value in expect.get("usage", {}).items():
         assert usage[field] == value, (field, usage)
     assert [r.block for r in response.reasoning] == expect.get("reasoning", [])
+    if "reasoning_text" in expect:
+        assert [r.text for r in response.reasoning] == expect["reasoning_text"]
+    thoughts = [c.text for c in chunks if isinstance(c, ReasoningDelta)]
+    if thoughts:  # reasoning deltas add up to the reasoning kept
+        assert "".join(thoughts) == "".join(r.text for r in response.reasoning)
     texts = [c.text for c in chunks if isinstance(c, TextDelta)]
     if chunks and not any(c.complete for c in chunks if isinstance(c, TextDelta)):
         assert "".join(texts) == response.text  # deltas add up to the reply
@@ -146,6 +152,10 @@ def _plain(provider: str) -> dict[str, Any]:
             "stop_reason": "end_turn",
             "usage": {"input_tokens": 1, "output_tokens": 2},
         }
+    if provider == "openai_responses":
+        text = {"type": "output_text", "text": "still here"}
+        item = {"type": "message", "role": "assistant", "content": [text]}
+        return {"object": "response", "status": "completed", "output": [item]}
     return {
         "choices": [
             {

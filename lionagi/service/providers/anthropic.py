@@ -38,6 +38,7 @@ from lionagi.service.types import (
     FinalChunk,
     ModelRequest,
     ModelResponse,
+    ReasoningDelta,
     ReasoningEvent,
     StreamChunk,
     TextDelta,
@@ -357,6 +358,8 @@ class _StreamRound:
             block.id = self.p.call_id(raw.get("id"), block.call, "tool_use id")
             block.name = self.p._name(raw.get("name"), block.id)
             return ToolCallDelta(index=block.call, id=block.id, name=block.name)
+        if block.type == "thinking":
+            return _thought(self.p._str(raw.get("thinking", ""), "content_block.thinking"))
         return None
 
     def _delta(self, data: dict[str, Any]) -> StreamChunk | None:
@@ -379,20 +382,22 @@ class _StreamRound:
             if block.call is None or not piece:
                 return None  # a server tool's input: the server runs it
             return ToolCallDelta(index=block.call, arguments=piece)
-        self._grow(block, kind, delta)
-        return None
+        return self._grow(block, kind, delta)
 
-    def _grow(self, block: _Block, kind: Any, delta: dict[str, Any]) -> None:
-        """Thinking, signature and citation deltas: kept on the block, no reply text."""
+    def _grow(self, block: _Block, kind: Any, delta: dict[str, Any]) -> StreamChunk | None:
+        """Thinking, signature and citation deltas: kept on the block, no reply text; a
+        thinking piece is streamed as reasoning (the signature stays whole)."""
         if kind == "citations_delta":
             citation = delta.get("citation")
             if isinstance(citation, dict):
                 block.fields["citations"] = [*(block.fields.get("citations") or []), citation]
-            return
+            return None
         name = _GROWN.get(kind)
-        if name is not None:
-            piece = self.p._str(delta.get(name, ""), f"{kind}.{name}")
-            block.fields[name] = str(block.fields.get(name) or "") + piece
+        if name is None:
+            return None
+        piece = self.p._str(delta.get(name, ""), f"{kind}.{name}")
+        block.fields[name] = str(block.fields.get(name) or "") + piece
+        return _thought(piece) if kind == "thinking_delta" else None
 
     def _block_stop(self, data: dict[str, Any]) -> StreamChunk | None:
         where = data.get("index")
@@ -424,6 +429,10 @@ class _StreamRound:
 
 # delta type -> the block field its pieces grow
 _GROWN = {"thinking_delta": "thinking", "signature_delta": "signature"}
+
+
+def _thought(piece: str) -> ReasoningDelta | None:
+    return ReasoningDelta(text=piece) if piece else None
 
 
 def _container_id(message: dict[str, Any]) -> str | None:

@@ -4,6 +4,13 @@ Replies are read as leniently as the official SDK reads them where that is harml
 parts without text, tool arguments sent as a JSON object instead of a string, numeric call ids)
 and otherwise rejected with a :class:`~lionagi.service.errors.ProtocolError` naming the field.
 Only choice 0 is read, in whole replies and in streams alike.
+
+Reasoning that OpenAI-compatible servers send beside the reply (``reasoning_content``:
+DeepSeek, llama.cpp, vLLM; ``reasoning``: vLLM, Ollama, OpenRouter) is read as
+:class:`~lionagi.protocols.messages.Reasoning` (format ``"openai"``), streamed as
+:class:`~lionagi.service.types.ReasoningDelta` pieces and each run of them ended by a
+:class:`~lionagi.service.types.ReasoningEvent`. It is never sent back: those servers take no
+reasoning in requests (DeepSeek answers 400).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from lionagi.protocols.messages import ToolCall, Usage
+from lionagi.protocols.messages import Reasoning, ToolCall, Usage
 from lionagi.service.embeddings import Embeddings, openai_embeddings
 from lionagi.service.errors import ProviderError
 from lionagi.service.providers._http import (
@@ -29,6 +36,8 @@ from lionagi.service.types import (
     FinalChunk,
     ModelRequest,
     ModelResponse,
+    ReasoningDelta,
+    ReasoningEvent,
     StreamChunk,
     StructuredOutput,
     TextDelta,
@@ -40,6 +49,9 @@ __all__ = ["OpenAIChatProvider"]
 
 # fields of a tool call other than these are the provider's own and travel back with the call
 _CALL_FIELDS = frozenset({"id", "type", "function", "index"})
+# where OpenAI-compatible servers put reasoning text, in order of preference
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+_FORMAT = "openai"
 
 
 @dataclass(slots=True)
@@ -48,6 +60,8 @@ class _StreamState:
 
     text: list[str] = field(default_factory=list)
     refusal: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)  # the reasoning run being streamed
+    reasoning: list[Reasoning] = field(default_factory=list)  # runs that ended
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
@@ -98,6 +112,7 @@ class OpenAIChatProvider(HTTPProvider):
             text=self._content(message.get("content")),
             refusal=self.optional_str(message.get("refusal"), "message.refusal") or None,
             tool_calls=self._message_calls(message),
+            reasoning=self._reasoning(message),
             usage=self._usage(data.get("usage")),
             model=self.optional_str(data.get("model"), "model"),
             finish_reason=self.optional_str(choice.get("finish_reason"), "finish_reason"),
@@ -158,10 +173,13 @@ class OpenAIChatProvider(HTTPProvider):
                     yield chunk
         if not done and state.finish_reason is None:
             raise self.protocol_error("the stream ended before the reply was complete")
+        if ended := _end_reasoning(state):
+            yield ended
         response = self.response(
             text="".join(state.text),
             refusal="".join(state.refusal) or None,
             tool_calls=tuple(self._tool_call(call) for _, call in sorted(state.calls.items())),
+            reasoning=tuple(state.reasoning),
             usage=state.usage,
             model=state.model,
             finish_reason=state.finish_reason,
@@ -194,14 +212,20 @@ class OpenAIChatProvider(HTTPProvider):
             return
         if not isinstance(delta, dict):
             raise self.protocol_error(f"stream choice has no delta object: {self.preview(choice)}")
+        if thought := self._reasoning_text(delta, "delta"):
+            state.thinking.append(thought)
+            yield ReasoningDelta(text=thought)
         content = self._content(delta.get("content"))
+        refused = self.optional_str(delta.get("refusal"), "delta.refusal")
+        calls = self._list_of_calls(delta.get("tool_calls"), "delta.tool_calls")
+        if (content or refused or calls) and (ended := _end_reasoning(state)):
+            yield ended  # the reply goes on past its reasoning
         if content:
             state.text.append(content)
             yield TextDelta(text=content)
-        refused = self.optional_str(delta.get("refusal"), "delta.refusal")
         if refused:
             state.refusal.append(refused)
-        for raw in self._list_of_calls(delta.get("tool_calls"), "delta.tool_calls"):
+        for raw in calls:
             yield self._merge_call(state.calls, raw)
 
     def _merge_call(self, calls: dict[int, _PartialCall], raw: Any) -> ToolCallDelta:
@@ -255,6 +279,18 @@ class OpenAIChatProvider(HTTPProvider):
         return name
 
     # -- pieces ------------------------------------------------------------------------
+    def _reasoning_text(self, message: Mapping[str, Any], where: str) -> str:
+        """The reasoning text a message or delta carries ("" when none)."""
+        for name in _REASONING_FIELDS:
+            text = self.optional_str(message.get(name), f"{where}.{name}")
+            if text:
+                return text
+        return ""
+
+    def _reasoning(self, message: Mapping[str, Any]) -> tuple[Reasoning, ...]:
+        text = self._reasoning_text(message, "message")
+        return (Reasoning(format=_FORMAT, text=text),) if text else ()
+
     def _call_name(self, value: Any, index: int) -> str:
         if not isinstance(value, str) or not value:
             raise self.protocol_error(
@@ -338,6 +374,16 @@ class OpenAIChatProvider(HTTPProvider):
         return error_for_status(
             status, message, provider=self.name, model=self.model, key_hint=self._key_hint()
         )
+
+
+def _end_reasoning(state: _StreamState) -> ReasoningEvent | None:
+    """The reasoning run streamed so far as one finished block (None when there is none)."""
+    if not state.thinking:
+        return None
+    reasoning = Reasoning(format=_FORMAT, text="".join(state.thinking))
+    state.thinking.clear()
+    state.reasoning.append(reasoning)
+    return ReasoningEvent(reasoning=reasoning)
 
 
 def _provider_fields(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,12 @@ reply's output items in ``ModelResponse.raw``, which the conversation records on
 message, and sends them back verbatim when it renders that message again.
 
 A streamed reply is recorded whole when it completes (its output items arrive only then); its
-text and tool-call deltas still reach live views as they come.
+text, reasoning and tool-call deltas still reach live views as they come.
+
+A reasoning item's readable text (its ``reasoning_text`` content, then its summary parts) is
+also kept as :class:`~lionagi.protocols.messages.Reasoning` (format ``"openai_responses"``) on
+the reply, its parts joined by a blank line; the streamed deltas spell the same text (a delta
+that starts a later part of the same item begins with that blank line).
 
 With ``store=False`` (the request is not kept on OpenAI's side) pass
 ``include=["reasoning.encrypted_content"]`` so the reasoning items carry their content back.
@@ -28,6 +33,7 @@ from lionagi.protocols.messages import (
     AssistantResponse,
     Instruction,
     Message,
+    Reasoning,
     System,
     ToolCall,
     Usage,
@@ -43,6 +49,7 @@ from lionagi.service.types import (
     FinalChunk,
     ModelRequest,
     ModelResponse,
+    ReasoningDelta,
     StreamChunk,
     TextDelta,
     ToolCallDelta,
@@ -52,6 +59,8 @@ from lionagi.service.types import (
 __all__ = ["OpenAIResponsesProvider", "to_responses_input"]
 
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+_FORMAT = "openai_responses"
+_PART_BREAK = "\n\n"  # between the readable parts of one reasoning item
 
 
 class OpenAIResponsesProvider(OpenAIChatProvider):
@@ -98,6 +107,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         output = self._output(data)
         text: list[str] = []
         calls: list[ToolCall] = []
+        reasoning: list[Reasoning] = []
         for item in output:
             if not isinstance(item, dict):
                 raise self.protocol_error(f"malformed output item: {preview(item)}")
@@ -106,12 +116,15 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
                 text.extend(_message_text(item))
             elif kind == "function_call":
                 calls.append(self._function_call(item))
-            # reasoning and other item types travel in raw only
+            elif kind == "reasoning" and (thought := _reasoning_text(item)):
+                reasoning.append(Reasoning(format=_FORMAT, text=thought))
+            # the items themselves (and other item types) travel in raw
         incomplete = data.get("incomplete_details")
         reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
         return ModelResponse(
             text="".join(text),
             tool_calls=tuple(calls),
+            reasoning=tuple(reasoning),
             usage=self._usage(data.get("usage")),
             model=data.get("model") or self.model,
             provider=self.name,
@@ -155,6 +168,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         (output items included, so reasoning survives a streamed turn too)."""
         body = self.body(request, stream=True)
         final: ModelResponse | None = None
+        parts = _ReasoningParts()
         async with aclosing(self.post_sse("/responses", body)) as events:
             async for event in events:
                 data = self.event_json(event.data)
@@ -162,8 +176,13 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
                 if kind in ("response.completed", "response.incomplete"):
                     final = self._reply(data.get("response"))
                     break
+                if kind in _REASONING_DELTAS:
+                    thought = parts.delta(data, _REASONING_DELTAS[kind])
+                    if thought is not None:
+                        yield thought
+                    continue
                 read = _EVENTS.get(kind)
-                # created, in_progress, content_part.*, *.done, reasoning summaries: nothing new
+                # created, in_progress, content_part.*, *.done, summary parts: nothing new
                 chunk = None if read is None else read(self, data)
                 if chunk is not None:
                     yield chunk
@@ -211,6 +230,47 @@ _EVENTS: dict[str, _EventReader] = {
     "response.failed": OpenAIResponsesProvider._response_failed,
     "error": OpenAIResponsesProvider._error_event,
 }
+
+
+#: reasoning delta events, by type -> the index field naming the part they grow
+_REASONING_DELTAS = {
+    "response.reasoning_text.delta": "content_index",
+    "response.reasoning_summary_text.delta": "summary_index",
+}
+
+
+class _ReasoningParts:
+    """Streamed reasoning pieces, each begun with a blank line when it starts a later part of
+    its item, so the deltas of an item spell :func:`_reasoning_text` of it."""
+
+    __slots__ = ("_last", "_texted")
+
+    def __init__(self) -> None:
+        self._last: tuple[Any, str, Any] | None = None  # (item, kind of part, part index)
+        self._texted: set[Any] = set()  # items some text was streamed for
+
+    def delta(self, data: Mapping[str, Any], index_field: str) -> ReasoningDelta | None:
+        piece = data.get("delta")
+        if not isinstance(piece, str) or not piece:
+            return None
+        item = data.get("item_id", data.get("output_index"))
+        part = (item, index_field, data.get(index_field))
+        if part != self._last and item in self._texted:
+            piece = _PART_BREAK + piece
+        self._last = part
+        self._texted.add(item)
+        return ReasoningDelta(text=piece)
+
+
+def _reasoning_text(item: Mapping[str, Any]) -> str:
+    """The readable text of a reasoning item: its reasoning text, then its summary parts."""
+    pieces = [
+        part.get("text")
+        for field in ("content", "summary")
+        for part in (item.get(field) or ())
+        if isinstance(part, dict)
+    ]
+    return _PART_BREAK.join(p for p in pieces if isinstance(p, str) and p)
 
 
 # -- rendering -----------------------------------------------------------------------------
