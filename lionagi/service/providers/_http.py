@@ -392,8 +392,9 @@ class HTTPProvider(Provider):
             raise cancelled from None
 
     # -- requests ----------------------------------------------------------------------
-    async def post_json(self, path: str, body: dict[str, Any]) -> Any:
-        """POST ``body`` and return the decoded JSON answer."""
+    async def post_json(self, path: str, body: dict[str, Any] | bytes) -> Any:
+        """POST ``body`` (a JSON object, or its encoded bytes) and return the decoded JSON
+        answer."""
         client = self._client()
         request = _json_request(client, self._url(path), body, self._headers())
         with self._translated():
@@ -409,8 +410,11 @@ class HTTPProvider(Provider):
                 f"answer is not JSON: {self.preview(response.text)}"
             ) from None
 
-    async def post_sse(self, path: str, body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
-        """POST ``body`` and yield the server-sent events of the answer.
+    async def post_sse(
+        self, path: str, body: dict[str, Any] | bytes
+    ) -> AsyncGenerator[SSEEvent, None]:
+        """POST ``body`` (a JSON object, or its encoded bytes) and yield the server-sent events
+        of the answer.
 
         The response is closed when the iterator ends, fails, is cancelled or is closed with
         ``aclose()``, so the connection never outlives its consumer.
@@ -485,12 +489,16 @@ class _JSONBody(httpx.AsyncByteStream):
 
 
 def _json_request(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+    client: httpx.AsyncClient, url: str, body: dict[str, Any] | bytes, headers: dict[str, str]
 ) -> httpx.Request:
-    try:
-        request = client.build_request("POST", url, json=body, headers=headers)
-    except UnicodeEncodeError:  # a lone surrogate that entered by another door: escape it
-        request = client.build_request("POST", url, json=clean_json(body), headers=headers)
+    if isinstance(body, bytes):  # encoded already
+        headers = {**headers, "content-type": "application/json"}
+        request = client.build_request("POST", url, content=body, headers=headers)
+    else:
+        try:
+            request = client.build_request("POST", url, json=body, headers=headers)
+        except UnicodeEncodeError:  # a lone surrogate that entered by another door: escape it
+            request = client.build_request("POST", url, json=clean_json(body), headers=headers)
     request.stream = _JSONBody(request.read())  # same bytes and Content-Length
     return request
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import ConfigurationError
@@ -27,17 +28,19 @@ from lionagi.protocols.messages import (
 )
 from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service._options import apply_options, drop_tool_settings
+from lionagi.service.providers._encoded import dumps, encoded_history, spliced_body
 
 if TYPE_CHECKING:
     from lionagi.service.types import ModelRequest
 
-__all__ = ["TOOL_SETTINGS", "openai_body", "openai_tool", "to_openai_messages"]
+__all__ = ["TOOL_SETTINGS", "openai_body", "openai_tool", "openai_wire_body", "to_openai_messages"]
 
 TOOL_SETTINGS = ("tool_choice", "parallel_tool_calls")
 """Body fields that only mean something beside ``tools`` (dropped from a body without them)."""
 
 _OPENAI = "openai"
 _OPENAI_BARE = "openai:schema-sent-natively"  # an instruction whose schema goes in the body
+_OPENAI_PREFIX = "openai:encoded-prefix"  # a conversation's encoded prefix, on its first message
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -48,16 +51,42 @@ def openai_body(request: ModelRequest, *, stream: bool, provider: str) -> dict[s
     as ``response_format`` (and not again in the prompt), ``"json_object"`` asks for a JSON
     object and puts the schema in the prompt, ``"prompt"`` puts it in the prompt only.
     """
+    native = _native_schema(request)
+    messages = to_openai_messages(request.messages, native_schema=native)
     schema = request.response_format
-    native = schema if request.structured_output == "json_schema" else None
-    body: dict[str, Any] = {
-        "model": request.model,
-        "messages": to_openai_messages(request.messages, native_schema=native),
-    }
     if schema is not None and native is None and not schema_is_asked(request.messages, schema):
-        body["messages"] = _with_system_note(body["messages"], schema_instruction(schema))
+        messages = _with_system_note(messages, schema_instruction(schema))
+    return {"messages": messages, **_fields(request, stream=stream, provider=provider)}
+
+
+def openai_wire_body(request: ModelRequest, *, stream: bool, provider: str) -> bytes:
+    """:func:`openai_body` encoded as JSON, assembled from the conversation's encoded prefix
+    (see :mod:`~lionagi.service.providers._encoded`): the same JSON value, with each message
+    rendered and encoded once over the conversation's requests."""
+    fields = _fields(request, stream=stream, provider=provider)
+    native = _native_schema(request)
+    if "messages" in fields or (request.response_format is not None and native is None):
+        return dumps(openai_body(request, stream=stream, provider=provider))  # rare shapes
+    history = encoded_history(
+        request.messages,
+        key=_OPENAI_PREFIX,
+        settings=native,
+        render=partial(to_openai_messages, native_schema=native),
+    )
+    return spliced_body(fields, "messages", history)
+
+
+def _native_schema(request: ModelRequest) -> dict[str, Any] | None:
+    """The schema the body sends as ``response_format`` (``None``: none, or in the prompt)."""
+    return request.response_format if request.structured_output == "json_schema" else None
+
+
+def _fields(request: ModelRequest, *, stream: bool, provider: str) -> dict[str, Any]:
+    """Every field of the body but the messages."""
+    body: dict[str, Any] = {"model": request.model}
     if request.tools:
         body["tools"] = [openai_tool(tool) for tool in request.tools]
+    schema = request.response_format
     if schema is not None and (response_format := _response_format(request, schema)):
         body["response_format"] = response_format
     apply_options(body, request.options, provider=provider, renames={}, refused={})

@@ -30,7 +30,7 @@ from lionagi.service.providers._http import (
     server_message_from,
     status_of_error,
 )
-from lionagi.service.providers._openai_render import openai_body
+from lionagi.service.providers._openai_render import openai_body, openai_wire_body
 from lionagi.service.providers._usage import openai_usage
 from lionagi.service.types import (
     FinalChunk,
@@ -95,6 +95,11 @@ class OpenAIChatProvider(HTTPProvider):
         """The JSON body for ``request``."""
         return openai_body(request, stream=stream, provider=self.name)
 
+    def wire_body(self, request: ModelRequest, *, stream: bool) -> bytes:
+        """:meth:`body` as the JSON bytes sent, each message of a growing conversation rendered
+        and encoded once (see :mod:`lionagi.service.providers._encoded`)."""
+        return openai_wire_body(request, stream=stream, provider=self.name)
+
     async def embed(
         self, texts: Sequence[str], *, model: str, options: Mapping[str, Any]
     ) -> Embeddings:
@@ -103,7 +108,7 @@ class OpenAIChatProvider(HTTPProvider):
 
     # -- whole replies -----------------------------------------------------------------
     async def invoke(self, request: ModelRequest) -> ModelResponse:
-        data = await self.post_json("/chat/completions", self.body(request, stream=False))
+        data = await self.post_json("/chat/completions", self.wire_body(request, stream=False))
         return self._response(data)
 
     def _response(self, data: Any) -> ModelResponse:
@@ -161,7 +166,7 @@ class OpenAIChatProvider(HTTPProvider):
 
     # -- streams -----------------------------------------------------------------------
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        body = self.body(request, stream=True)
+        body = self.wire_body(request, stream=True)
         state = _StreamState()
         done = False
         async with aclosing(self.post_sse("/chat/completions", body)) as events:
