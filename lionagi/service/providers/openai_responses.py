@@ -41,6 +41,7 @@ from lionagi.protocols.messages import (
 from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service._options import drop_tool_settings
 from lionagi.service.errors import ProviderError, ServerError
+from lionagi.service.providers._encoded import dumps
 from lionagi.service.providers._http import as_int, preview
 from lionagi.service.providers._openai_render import TOOL_SETTINGS
 from lionagi.service.providers._usage import openai_usage
@@ -98,9 +99,13 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
             body.pop("stream", None)
         return body
 
+    def wire_body(self, request: ModelRequest, *, stream: bool) -> bytes:
+        """:meth:`body` encoded as JSON (the Responses input is encoded whole)."""
+        return dumps(self.body(request, stream=stream))
+
     # -- whole replies -----------------------------------------------------------------
     async def invoke(self, request: ModelRequest) -> ModelResponse:
-        data = await self.post_json("/responses", self.body(request, stream=False))
+        data = await self.post_json("/responses", self.wire_body(request, stream=False))
         return self._reply(data)
 
     def _reply(self, data: Any) -> ModelResponse:
@@ -166,7 +171,7 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Typed ``response.*`` events as chunks; the final one carries the whole response
         (output items included, so reasoning survives a streamed turn too)."""
-        body = self.body(request, stream=True)
+        body = self.wire_body(request, stream=True)
         final: ModelResponse | None = None
         parts = _ReasoningParts()
         async with aclosing(self.post_sse("/responses", body)) as events:
