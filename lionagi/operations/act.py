@@ -71,7 +71,7 @@ async def act(
     no response.
     """
     single = not isinstance(action_request, list | tuple)
-    items: list[Any] = [action_request] if single else list(action_request)
+    items: list[Any] = [action_request] if single else list(action_request)  # type: ignore[arg-type]
     requests = [to_action_request(item, index) for index, item in enumerate(items)]
     responses = await act_batch(
         branch,

@@ -54,7 +54,7 @@ def record_response(
             call_id=call.id,
             function=call.name,
             arguments=dict(call.arguments),
-            **({"provider_fields": dict(call.provider_fields)} if call.provider_fields else {}),
+            provider_fields=dict(call.provider_fields),
         )
         for call in response.tool_calls
     ]

@@ -36,13 +36,8 @@ _BARE_TEXT = "text:no-schema"
 
 
 def render_cache(message: Message) -> dict[str, Any]:
-    """``message._render_cache``, read without pydantic's ``__getattr__`` (the main cost of
-    re-rendering a long history otherwise)."""
-    private = message.__pydantic_private__
-    cache: dict[str, Any] = (
-        private["_render_cache"] if private is not None else message._render_cache
-    )
-    return cache
+    """``message._render_cache``: the message's render cache, made on first use."""
+    return message._render_cache
 
 
 def schema_instruction(schema: Mapping[str, Any]) -> str:

@@ -1,22 +1,38 @@
 """Typed conversation messages and the append-only history that holds them.
 
-Messages are immutable pydantic models with an ``id`` and a ``created_at`` timestamp. A
-:class:`MessageManager` keeps them in order; it only ever appends, and it tells synchronous
-``on_added`` callbacks about every message right after it is stored.
+Messages are immutable, with an ``id`` and a ``created_at`` timestamp. A :class:`MessageManager`
+keeps them in order; it only ever appends, and it tells synchronous ``on_added`` callbacks about
+every message right after it is stored.
+
+Messages and :class:`Usage` are slotted pydantic dataclasses: pydantic validates them when they
+are built (user input is checked, errors are ``pydantic.ValidationError``) and serializes them,
+but an instance is only its field slots -- no instance dict, no set of the fields it was built
+with, no private-attribute dict. A conversation holds a message per turn side for as long as it
+lives, and that is most of what it keeps, so each message is about a quarter of a
+``BaseModel``'s size. They keep the ``BaseModel`` methods code calls on them
+(``model_dump``, ``model_dump_json``, ``model_validate``,
+``model_validate_json``, ``model_copy``, ``model_json_schema``), but are not ``BaseModel``
+instances.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Annotated, Any, Literal, Self, TypeAlias
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, TypeAlias
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
 
 from lionagi._ids import new_id
 from lionagi.errors import HistoryError
+
+if TYPE_CHECKING:
+    from pydantic_core import SchemaSerializer, SchemaValidator
 
 __all__ = [
     "ActionRequest",
@@ -34,10 +50,74 @@ __all__ = [
 ]
 
 
-class Usage(BaseModel):
-    """Token usage and cost reported by a provider for one response."""
+_set = object.__setattr__
+_new = object.__new__
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+class _PydanticMethods:
+    """The ``BaseModel`` methods that code calls on messages and usages, for slotted pydantic
+    dataclasses: validation and serialization go through the class's own pydantic validator
+    and serializer, exactly as a model's would."""
+
+    __slots__ = ()
+    __pydantic_validator__: ClassVar[SchemaValidator]
+    __pydantic_serializer__: ClassVar[SchemaSerializer]
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @classmethod
+    def model_validate(cls, obj: Any, *, strict: bool | None = None) -> Self:
+        """Validate ``obj`` (an instance, or a mapping of field values) into this class."""
+        value: Self = cls.__pydantic_validator__.validate_python(obj, strict=strict)
+        return value
+
+    @classmethod
+    def model_validate_json(cls, data: str | bytes, *, strict: bool | None = None) -> Self:
+        """Validate a JSON document into this class."""
+        value: Self = cls.__pydantic_validator__.validate_json(data, strict=strict)
+        return value
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]:
+        """The JSON schema of this class (validation mode)."""
+        return TypeAdapter(cls).json_schema()
+
+    def model_dump(self, *, mode: Literal["python", "json"] = "python", **options: Any) -> Any:
+        """The field values as a dict (``mode="json"``: JSON-compatible values). Options as
+        pydantic's ``model_dump`` (``include``, ``exclude``, ``exclude_none``, ...)."""
+        return self.__pydantic_serializer__.to_python(self, mode=mode, **options)
+
+    def model_dump_json(self, *, indent: int | None = None, **options: Any) -> str:
+        """The field values as a JSON document. Options as pydantic's ``model_dump_json``."""
+        return self.__pydantic_serializer__.to_json(self, indent=indent, **options).decode()
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` applied. As with pydantic's ``model_copy``, the update is
+        not validated; a name that is not a field is refused."""
+        names = self.__dataclass_fields__
+        values = {name: getattr(self, name) for name in names}
+        if deep:
+            values = copy.deepcopy(values)
+        if update:
+            unknown = [name for name in update if name not in names]
+            if unknown:
+                raise TypeError(
+                    f"{type(self).__name__}.model_copy() got unknown fields {unknown}; "
+                    f"fields are {', '.join(names)}"
+                )
+            values.update(update)
+        copied = _new(type(self))
+        for name, value in values.items():
+            _set(copied, name, value)
+        return copied
+
+
+_CONFIG = ConfigDict(extra="forbid")
+_DEFERRED = ConfigDict(extra="forbid", defer_build=True)  # built on the first tool call
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, config=_CONFIG)
+class Usage(_PydanticMethods):
+    """Token usage and cost reported by a provider for one response (immutable)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -101,26 +181,37 @@ class Reasoning(BaseModel):
     block: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class Message(BaseModel):
-    """Base of every message: identity and creation time. Immutable once built."""
+class _Cached(_PydanticMethods):
+    __slots__ = ("_cache",)  # the render cache, made on first use
+    _cache: dict[str, Any]
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+@dataclass(frozen=True, slots=True, kw_only=True, config=_CONFIG)
+class Message(_Cached):
+    """Base of every message: identity and creation time. Immutable once built.
+
+    Equal when of the same class with equal fields; unhashable (some fields are dicts).
+    """
 
     id: UUID = Field(default_factory=new_id)
     created_at: float = Field(default_factory=time.time)
 
-    def model_post_init(self, context: Any, /) -> None:
-        # A fresh render cache, set directly: declared as a pydantic PrivateAttr, its generic
-        # initialisation ran twice per message (once more for every subclass level) and cost
-        # about a third of building one.
-        object.__setattr__(self, "__pydantic_private__", {"_render_cache": {}})
-
     @property
     def _render_cache(self) -> dict[str, Any]:
         """Renderers memoize a message's wire form here (messages are immutable), so
-        re-rendering a long history costs a lookup per message. Never serialized."""
-        cache: dict[str, Any] = self.__pydantic_private__["_render_cache"]  # type: ignore[index]
+        re-rendering a long history costs a lookup per message. Made on first use; never
+        serialized, compared or copied."""
+        try:
+            cache: dict[str, Any] = self._cache
+        except AttributeError:
+            cache = {}
+            _set(self, "_cache", cache)
         return cache
+
+    @property
+    def created_datetime(self) -> datetime:
+        """``created_at`` as an aware UTC datetime (upstream lionagi's name)."""
+        return datetime.fromtimestamp(self.created_at, UTC)
 
     @property
     def role(self) -> str:
@@ -133,21 +224,8 @@ class Message(BaseModel):
         each time: messages are immutable."""
         return {}
 
-    def __eq__(self, other: object) -> bool:
-        # Field equality only: the render cache is not part of a message's value.
-        if type(other) is not type(self):
-            return NotImplemented
-        return self.__dict__ == other.__dict__
 
-    __hash__ = None  # type: ignore[assignment]  # dict-valued fields make messages unhashable
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy (with ``update`` applied) that does not share the render cache."""
-        copied = super().model_copy(update=update, deep=deep)
-        copied.__pydantic_private__ = {"_render_cache": {}}
-        return copied
-
-
+@dataclass(frozen=True, slots=True, kw_only=True, config=_CONFIG)
 class System(Message):
     """The system prompt of a conversation."""
 
@@ -159,6 +237,7 @@ class System(Message):
         return "system"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_CONFIG)
 class Instruction(Message):
     """What the user asks, with optional guidance, context, tools, schema and images.
 
@@ -186,6 +265,7 @@ class Instruction(Message):
         return instruction_text(self)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_CONFIG)
 class AssistantResponse(Message):
     """A model's reply: its text, the raw provider payload and usage.
 
@@ -212,10 +292,10 @@ class AssistantResponse(Message):
         return "assistant"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_DEFERRED)
 class ActionRequest(Message):
     """A request to run one tool, by a model (``call_id`` from the provider) or a caller."""
 
-    model_config = ConfigDict(defer_build=True)  # built on the first tool call
     kind: Literal["action_request"] = "action_request"
     call_id: str
     function: str
@@ -227,6 +307,7 @@ class ActionRequest(Message):
         return "assistant"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_DEFERRED)
 class ActionResponse(Message):
     """The result of one :class:`ActionRequest`, linked by ``request_id`` and ``call_id``.
 
@@ -235,7 +316,6 @@ class ActionResponse(Message):
     (the traceback goes to the ``lionagi.tools`` logger and the :class:`ToolFailed` signal).
     """
 
-    model_config = ConfigDict(defer_build=True)  # built on the first tool call
     kind: Literal["action_response"] = "action_response"
     request_id: UUID
     call_id: str
@@ -250,6 +330,32 @@ class ActionResponse(Message):
         return "tool"
 
 
+def _refuse_assignment(self: object, name: str, value: Any = None) -> None:
+    raise ValidationError.from_exception_data(
+        type(self).__name__, [{"type": "frozen_instance", "loc": (name,), "input": value}]
+    )
+
+
+# Immutable as a frozen BaseModel is: assigning raises pydantic's frozen_instance error (a
+# frozen dataclass's own __setattr__ raises FrozenInstanceError, an AttributeError). Messages
+# stay unhashable, as their dict-valued fields are (a frozen dataclass would hash them); a usage
+# hashes by its fields.
+for _class in (
+    Usage,
+    Message,
+    System,
+    Instruction,
+    AssistantResponse,
+    ActionRequest,
+    ActionResponse,
+):
+    _class.__setattr__ = _refuse_assignment  # type: ignore[method-assign]
+    _class.__delattr__ = _refuse_assignment  # type: ignore[method-assign]
+    if _class is not Usage:
+        _class.__hash__ = None  # type: ignore[method-assign,assignment]
+del _class
+
+
 MessageUnion: TypeAlias = Annotated[
     System | Instruction | AssistantResponse | ActionRequest | ActionResponse,
     Field(discriminator="kind"),
@@ -262,11 +368,16 @@ def _message_adapter() -> TypeAdapter[MessageUnion]:
 
 
 def message_from_dict(data: dict[str, Any]) -> Message:
-    """Rebuild a message from :meth:`pydantic.BaseModel.model_dump` output (``kind`` selects)."""
+    """Rebuild a message from ``model_dump`` output (``kind`` selects)."""
     return _message_adapter().validate_python(data)
 
 
 OnAdded: TypeAlias = Callable[[Message], None]
+
+
+#: below this many messages the history has no id index: a lookup scans (a one-turn
+#: conversation's three messages cost less to scan than a dict costs to keep)
+_INDEX_FROM = 8
 
 
 class MessageManager(Sequence[Message]):
@@ -281,8 +392,8 @@ class MessageManager(Sequence[Message]):
 
     def __init__(self, messages: Sequence[Message] = ()) -> None:
         self._messages: list[Message] = []
-        self._by_id: dict[UUID, Message] = {}
-        self._callbacks: list[OnAdded] = []
+        self._by_id: dict[UUID, Message] | None = None  # made once the history is long
+        self._callbacks: tuple[OnAdded, ...] = ()
         for message in messages:
             self._store(message)
 
@@ -297,10 +408,16 @@ class MessageManager(Sequence[Message]):
         return iter(self._messages)
 
     def __contains__(self, item: object) -> bool:
-        return isinstance(item, Message) and item.id in self._by_id
+        return isinstance(item, Message) and self.get(item.id) is not None
 
     def get(self, message_id: UUID) -> Message | None:
-        return self._by_id.get(message_id)
+        by_id = self._by_id
+        if by_id is not None:
+            return by_id.get(message_id)
+        for message in self._messages:
+            if message.id == message_id:
+                return message
+        return None
 
     def snapshot(self) -> list[Message]:
         """A copy of the history as it is now."""
@@ -319,11 +436,13 @@ class MessageManager(Sequence[Message]):
     # -- writing -------------------------------------------------------------------------
     def on_added(self, callback: OnAdded) -> Callable[[], None]:
         """Register ``callback(message)``; returns a function that unregisters it."""
-        self._callbacks.append(callback)
+        self._callbacks = (*self._callbacks, callback)
 
         def remove() -> None:
-            if callback in self._callbacks:
-                self._callbacks.remove(callback)
+            callbacks = list(self._callbacks)
+            if callback in callbacks:
+                callbacks.remove(callback)
+                self._callbacks = tuple(callbacks)
 
         return remove
 
@@ -331,7 +450,7 @@ class MessageManager(Sequence[Message]):
         """Append ``message`` and run the callbacks. A message can be added only once."""
         self._store(message)
         errors: list[Exception] = []
-        for callback in tuple(self._callbacks):
+        for callback in self._callbacks:  # a tuple: a callback may (un)register others
             try:
                 callback(message)
             except Exception as exc:  # every callback runs; the first error is raised after
@@ -347,10 +466,8 @@ class MessageManager(Sequence[Message]):
         for message in batch:
             if not isinstance(message, Message):
                 raise HistoryError(f"expected a Message, got {type(message).__name__}")
-            if message.id in self._by_id or message.id in seen:
-                raise HistoryError(
-                    f"message {message.id} is already in this history; a message is recorded once"
-                )
+            if message.id in seen or self.get(message.id) is not None:
+                raise _duplicate(message)
             seen.add(message.id)
         errors: list[Exception] = []
         for message in batch:
@@ -364,9 +481,18 @@ class MessageManager(Sequence[Message]):
     def _store(self, message: Message) -> None:
         if not isinstance(message, Message):
             raise HistoryError(f"expected a Message, got {type(message).__name__}")
-        if message.id in self._by_id:
-            raise HistoryError(
-                f"message {message.id} is already in this history; a message is recorded once"
-            )
-        self._messages.append(message)
-        self._by_id[message.id] = message
+        if self.get(message.id) is not None:
+            raise _duplicate(message)
+        messages = self._messages
+        messages.append(message)
+        by_id = self._by_id
+        if by_id is not None:
+            by_id[message.id] = message
+        elif len(messages) >= _INDEX_FROM:
+            self._by_id = {m.id: m for m in messages}
+
+
+def _duplicate(message: Message) -> HistoryError:
+    return HistoryError(
+        f"message {message.id} is already in this history; a message is recorded once"
+    )

@@ -260,7 +260,7 @@ class Segmenter:
     ) -> ActionRequest:
         if call_id in self._requests:
             raise self._protocol(f"tool call id {call_id!r} was used twice in one reply")
-        extra = {"provider_fields": fields} if fields else {}
+        extra: dict[str, Any] = {"provider_fields": fields} if fields else {}
         request = ActionRequest(call_id=call_id, function=name, arguments=arguments, **extra)
         self._requests[call_id] = request
         return request

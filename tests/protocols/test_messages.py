@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import gc
 import json
+import pickle
 import time
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -112,6 +116,106 @@ def test_message_from_dict_selects_by_kind_and_rejects_bad_data() -> None:
         message_from_dict({"kind": "action_response", "call_id": "c", "function": "f"})
 
 
+@pytest.mark.parametrize("message", every_kind(), ids=lambda m: type(m).__name__)
+def test_a_message_is_only_its_field_slots(message: Message) -> None:
+    # No instance dict, no fields-set, no private-attribute dict: one object for the GC.
+    assert not hasattr(message, "__dict__")
+    assert not hasattr(message, "__pydantic_fields_set__")
+    referents = [r for r in gc.get_referents(message) if r is not type(message)]
+    values = [getattr(message, name) for name in type(message).__dataclass_fields__]
+    assert sorted(map(id, referents)) == sorted(map(id, values))
+
+
+@pytest.mark.parametrize("message", every_kind(), ids=lambda m: type(m).__name__)
+def test_round_trip_through_the_model_methods_pickle_and_copy(message: Message) -> None:
+    kind = type(message)
+    assert kind.model_validate(message.model_dump()) == message
+    assert kind.model_validate_json(message.model_dump_json()) == message
+    assert json.loads(message.model_dump_json()) == message.model_dump(mode="json")
+    assert message.model_dump(include={"kind"}) == {"kind": message.model_dump()["kind"]}
+    assert "id" not in message.model_dump(exclude={"id"})
+    assert pickle.loads(pickle.dumps(message)) == message
+    assert copy.deepcopy(message) == message
+    assert copy.copy(message) == message
+    assert kind.model_json_schema()["properties"]["kind"]["const"] == message.model_dump()["kind"]
+
+
+def test_equality_is_by_class_and_fields() -> None:
+    message = Instruction(instruction="x", context={"a": [1]})
+    same = Instruction.model_validate(message.model_dump())
+    assert same == message
+    assert same is not message
+    assert message != message.model_copy(update={"instruction": "y"})
+    other: Message = System(id=message.id, created_at=message.created_at, content="x")
+    assert other != message
+    with pytest.raises(TypeError):
+        hash(message)
+
+
+def test_validation_errors_stay_pydantic_errors_naming_the_field() -> None:
+    with pytest.raises(ValidationError, match="created_at"):
+        System(content="x", created_at="soon")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="context"):
+        Instruction(instruction="x", context={"f": object()})  # type: ignore[dict-item]
+    with pytest.raises(ValidationError, match="input_tokens"):
+        Usage(input_tokens="many")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="tokens_in"):
+        Usage(tokens_in=3)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="usage"):
+        AssistantResponse.model_validate({"content": "x", "usage": {"input_tokens": -0.5}})
+    assert Usage(input_tokens="3").input_tokens == 3  # type: ignore[arg-type]  # lax, as before
+
+
+def test_model_copy_applies_the_update_refuses_unknown_fields_and_shares_no_render_cache() -> None:
+    message = Instruction(instruction="x")
+    message._render_cache["openai"] = {"role": "user", "content": "x"}
+    copied = message.model_copy(update={"guidance": "g"})
+    assert (copied.id, copied.instruction, copied.guidance) == (message.id, "x", "g")
+    assert copied._render_cache == {}
+    assert copy.deepcopy(message)._render_cache == {}
+    deep = Instruction(instruction="x", context={"a": [1]}).model_copy(deep=True)
+    assert deep.context == {"a": [1]}
+    with pytest.raises(TypeError, match="colour"):
+        message.model_copy(update={"colour": "red"})
+
+
+def test_the_render_cache_is_made_on_first_use_and_never_serialized() -> None:
+    message = System(content="x")
+    fields = len(type(message).__dataclass_fields__)
+    assert len(gc.get_referents(message)) == fields + 1  # its fields and its class, no cache
+    cache = message._render_cache
+    assert len(gc.get_referents(message)) == fields + 2
+    assert cache == {}
+    assert message._render_cache is cache
+    cache["text"] = "x"
+    assert "text" not in json.dumps(message.model_dump(mode="json"))
+    assert message == System(id=message.id, created_at=message.created_at, content="x")
+
+
+def test_created_datetime_is_created_at_in_utc() -> None:
+    message = System(content="x", created_at=0.0)
+    assert message.created_datetime == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def test_usage_is_slotted_immutable_hashable_and_serializes_like_a_model() -> None:
+    usage = Usage(input_tokens=9, output_tokens=2, cost_usd=0.5)
+    assert not hasattr(usage, "__dict__")
+    with pytest.raises(ValidationError, match="frozen"):
+        usage.input_tokens = 1  # type: ignore[misc]
+    assert hash(usage) == hash(Usage(input_tokens=9, output_tokens=2, cost_usd=0.5))
+    assert usage.model_dump() == {
+        "input_tokens": 9,
+        "output_tokens": 2,
+        "cached_input_tokens": 0,
+        "cache_write_tokens": 0,
+        "cost_usd": 0.5,
+    }
+    assert Usage.model_validate(usage.model_dump()) == usage
+    assert usage.model_copy(update={"cost_usd": 1.0}).cost_usd == 1.0
+    reply = AssistantResponse.model_validate({"content": "x", "usage": {"output_tokens": 2}})
+    assert reply.usage == Usage(output_tokens=2)
+
+
 def test_usage_addition() -> None:
     a = Usage(input_tokens=1, output_tokens=2, cached_input_tokens=3, cache_write_tokens=4)
     b = Usage(input_tokens=10, output_tokens=20, cost_usd=0.25)
@@ -145,7 +249,7 @@ def test_manager_keeps_order_and_reads_like_a_sequence() -> None:
     assert manager.get(uuid4()) is None
     assert messages[2] in manager
     assert System(content="Be brief.") not in manager
-    assert "text" not in manager
+    assert "text" not in manager  # type: ignore[comparison-overlap]
 
 
 def test_snapshot_is_a_copy() -> None:
@@ -174,6 +278,23 @@ def test_duplicates_and_non_messages_are_rejected() -> None:
     with pytest.raises(HistoryError, match="dict"):
         manager.add({"kind": "system"})  # type: ignore[arg-type]
     assert list(manager) == [message]
+
+
+@pytest.mark.parametrize("length", [3, 7, 8, 20])
+def test_lookups_and_duplicates_on_short_and_indexed_histories(length: int) -> None:
+    # Short histories keep no id index (a lookup scans); longer ones build it: same answers.
+    messages = [Instruction(instruction=str(i)) for i in range(length)]
+    manager = MessageManager(messages[:-1])
+    manager.add(messages[-1])
+    assert all(manager.get(m.id) is m and m in manager for m in messages)
+    assert manager.get(uuid4()) is None
+    assert Instruction(instruction="other") not in manager
+    for message in (messages[0], messages[-1]):
+        with pytest.raises(HistoryError, match="already"):
+            manager.add(message.model_copy(update={"instruction": "again"}))
+    with pytest.raises(HistoryError, match="already"):
+        manager.extend([Instruction(instruction="new"), messages[length // 2]])
+    assert manager.progression == tuple(m.id for m in messages)
 
 
 def test_callbacks_run_in_order_after_storing() -> None:
