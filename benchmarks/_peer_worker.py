@@ -161,6 +161,7 @@ async def _memory(peer: str, count: int) -> dict[str, Any]:
             conversation = make()
             await turn(conversation)
             kept.append(conversation)
+        await asyncio.sleep(0)  # one loop iteration, as on our side (cancelled timers go)
         gc.collect()
         after = tracemalloc.get_traced_memory()[0]
     finally:

@@ -3,16 +3,26 @@
 - Retained per 1,000 one-turn conversations (a Branch with a system message and one recorded
   turn, all kept alive), against the size of the same three messages built on their own.
 - Retained per recorded turn of one long conversation, against the size of the two messages.
+- Where a one-turn conversation's bytes go: every object it keeps (reachable from its Branch
+  and not from another conversation), by part -- the Branch, its history, each message, the
+  reply's usage, the log record, the turn lock -- with how many are tracked by the cyclic
+  garbage collector.
 - A dropped Branch: freed by reference counting alone, and after ``gc.collect()``, after a
   normal turn, after a cancelled turn, and in a Session after ``remove_branch``.
 
-Sizes come from tracemalloc; every model shares one offline model without a request log.
+Sizes come from tracemalloc (the breakdown from ``sys.getsizeof``, which does not see the
+allocator's rounding); every model shares one offline model without a request log. Each
+measurement lets the event loop run one iteration before it is read: asyncio keeps a cancelled
+timer (each model call's timeout scope makes one) in its queue, with the context it was
+scheduled in, until the loop next runs -- memory of the loop, not of the conversation.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 import tracemalloc
+import types
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -44,6 +54,7 @@ async def _traced(build: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
     try:
         before = tracemalloc.get_traced_memory()[0]
         kept = await build()
+        await anyio.sleep(0)  # one loop iteration: asyncio drops the cancelled timers
         settle()
         after = tracemalloc.get_traced_memory()[0]
     finally:
@@ -94,6 +105,97 @@ async def _retained(count: int, turns: int) -> dict[str, float]:
         "turn_bytes": grown / turns,
         "turn_messages_bytes": own_two / turns,
     }
+
+
+# -- where the bytes go ------------------------------------------------------------------------
+_SHARED_KINDS = (type, types.ModuleType, types.CodeType)
+
+
+def kept_objects(root: object, *others: object) -> dict[int, object]:
+    """Every object reachable from ``root`` (by ``gc.get_referents``) and from none of
+    ``others``: what ``root`` alone keeps alive. Classes, modules and code are never counted."""
+    shared: set[int] = set()
+    for other in others:
+        shared |= set(_reachable(other, set()))
+    return _reachable(root, shared)
+
+
+def _reachable(root: object, stop: set[int]) -> dict[int, object]:
+    found: dict[int, object] = {}
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        key = id(obj)
+        if key in found or key in stop or isinstance(obj, _SHARED_KINDS):
+            continue
+        found[key] = obj
+        stack.extend(gc.get_referents(obj))
+    return found
+
+
+def _parts(branch: Branch) -> dict[str, list[object]]:
+    """The roots of a one-turn conversation's parts, in the order they are counted (an object
+    reachable from two parts counts in the first)."""
+    system, instruction, reply = branch.msgs
+    assert isinstance(reply, AssistantResponse)
+    return {
+        "system message": [system],
+        "instruction": [instruction],
+        "the reply's usage": [reply.usage],
+        "reply (besides its usage)": [reply],
+        "history (list, id index, callbacks)": [branch._messages],
+        "logs (manager and record)": [branch._logs],
+        "turn lock": [branch._turn_lock],
+        "Branch itself (attributes, id, tool registry)": [branch],
+    }
+
+
+async def _breakdown(model: FunctionModel) -> list[dict[str, Any]]:
+    branches = await _conversations(model, 3)
+    await anyio.sleep(0)
+    settle()
+    mine = kept_objects(branches[0], *branches[1:])
+    counted: set[int] = set()
+    rows = []
+    for part, roots in _parts(branches[0]).items():
+        found = _part(roots, mine, counted)
+        rows.append(
+            {
+                "part": part,
+                "bytes": sum(sys.getsizeof(obj) for obj in found),
+                "objects": len(found),
+                "gc_tracked": sum(gc.is_tracked(obj) for obj in found),
+                "types": ", ".join(sorted({type(obj).__name__ for obj in found})),
+            }
+        )
+    rest = sorted({type(obj).__name__ for key, obj in mine.items() if key not in counted})
+    assert not rest, f"objects kept outside every part: {rest}"
+    rows.append(
+        {
+            "part": "one-turn conversation",
+            "bytes": sum(sys.getsizeof(obj) for obj in mine.values()),
+            "objects": len(mine),
+            "gc_tracked": sum(gc.is_tracked(obj) for obj in mine.values()),
+            "types": "",
+        }
+    )
+    return rows
+
+
+def _part(roots: list[object], mine: dict[int, object], counted: set[int]) -> list[object]:
+    """The objects of ``mine`` reachable from ``roots`` through objects of ``mine`` only, not
+    counted yet (and now counted)."""
+    found = []
+    stack = list(roots)
+    while stack:
+        obj = stack.pop()
+        key = id(obj)
+        if key in counted or key not in mine:
+            continue
+        counted.add(key)
+        found.append(obj)
+        stack.extend(gc.get_referents(obj))
+    return found
 
 
 # -- freed? ----------------------------------------------------------------------------------
@@ -168,6 +270,7 @@ def run(config: Config) -> dict[str, Any]:
     targets = []
     all_freed = True
     by_refcount = True
+    parts = backends()[0].run(_breakdown, offline_model())
     for backend in backends():
         sizes = backend.run(_retained, count, turns)
         freed = _freed(backend)
@@ -192,8 +295,10 @@ def run(config: Config) -> dict[str, Any]:
                 per_turn_ratio,
                 2.0,
                 note=(
-                    "Beyond the two messages: the history's list slot and id index entry, and "
-                    "each message's render-cache entry (here the offline model's word count)."
+                    "Beyond the two messages (slotted, about 0.3 KiB together): the logs' record "
+                    "of the model call, which keeps the provider's ModelResponse (a pydantic "
+                    "model with its instance dict and fields-set, about 1.3 KiB), and the "
+                    "history's list slot and id index entry."
                 ),
             )
         )
@@ -238,5 +343,11 @@ def run(config: Config) -> dict[str, Any]:
             "dropped_branch_freed",
         ],
         "rows": rows,
+        "tables": {
+            "Where a one-turn conversation's bytes go (asyncio, sys.getsizeof)": {
+                "columns": ["part", "bytes", "objects", "gc_tracked", "types"],
+                "rows": parts,
+            }
+        },
         "targets": targets,
     }

@@ -1,0 +1,58 @@
+"""What a one-turn conversation keeps, counted in objects (structure, not timing).
+
+A kept conversation's size is mostly its messages: each must be one object holding its field
+values (plus its UUID), not a pydantic model with an instance dict, a fields-set and a
+private-attribute dict; the reply's usage one object too. The whole conversation has a bound on
+the objects the cyclic garbage collector tracks for it.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import anyio
+
+from benchmarks._common import offline_model
+from benchmarks.memory import kept_objects
+from lionagi import Branch
+from lionagi.protocols.messages import AssistantResponse
+
+#: the gc-tracked objects a one-turn conversation (system message, instruction, reply) keeps
+#: besides its turn lock (anyio's semaphore: 3 objects on asyncio, 6 on trio): 6 for its three
+#: messages and their ids, 1 usage, 7 for the history (list, callbacks), 9 for the logs' record
+#: of the model call, 2 for the Branch and its tool registry
+TRACKED_PER_CONVERSATION = 25
+
+
+async def _conversations(count: int) -> list[Branch]:
+    model = offline_model()  # one model shared by every conversation, keeping no request log
+    branches = []
+    for _ in range(count):
+        branch = Branch(system="You are a helpful assistant.", chat_model=model)
+        await branch.chat_and_record("hello there")
+        branches.append(branch)
+    await anyio.sleep(0)  # asyncio: the loop drops the model call's cancelled timer
+    gc.collect()
+    return branches
+
+
+async def test_each_kept_message_is_one_object_and_its_id() -> None:
+    branches = await _conversations(3)
+    mine = kept_objects(branches[0], *branches[1:])
+    for message in branches[0].msgs:
+        own = kept_objects(message, *[m for m in branches[0].msgs if m is not message])
+        own = {key: obj for key, obj in own.items() if key in mine}  # not shared with others
+        if isinstance(message, AssistantResponse):
+            usage = own.pop(id(message.usage))
+            assert not [o for o in gc.get_referents(usage) if id(o) in mine]  # ints, None
+        tracked = sorted(type(o).__name__ for o in own.values() if gc.is_tracked(o))
+        assert tracked == sorted([type(message).__name__, "UUID"])
+
+
+async def test_a_one_turn_conversation_keeps_a_bounded_number_of_tracked_objects() -> None:
+    branches = await _conversations(3)
+    branch = branches[0]
+    mine = kept_objects(branch, *branches[1:])
+    lock = kept_objects(branch._turn_lock)
+    tracked = [o for key, o in mine.items() if gc.is_tracked(o) and key not in lock]
+    assert len(tracked) <= TRACKED_PER_CONVERSATION, sorted(type(o).__name__ for o in tracked)
