@@ -320,6 +320,19 @@ async def test_streamed_tool_calls(server: ScriptedServer) -> None:
     await model.aclose()
 
 
+@pytest.mark.parametrize("name", ["", None, 3])
+async def test_a_tool_use_without_a_name_is_a_protocol_error(
+    server: ScriptedServer, name: object
+) -> None:
+    content = [{"type": "tool_use", "id": "toolu_a", "name": name, "input": {}}]
+    server.reply(Reply(json=message(content, stop="tool_use")))
+    model = model_for(server)
+
+    with pytest.raises(ProtocolError, match="tool_use block 'toolu_a' name must be a non-empty"):
+        await model.invoke(history())
+    await model.aclose()
+
+
 async def test_streamed_tool_input_that_is_not_json(server: ScriptedServer) -> None:
     events = [*start_events(), *tool_block(0, "t", "f", "{oops"), *end_events("tool_use")]
     server.reply(Reply(events=events))

@@ -195,6 +195,19 @@ async def test_tool_call_arguments_that_are_not_json(server: ScriptedServer) -> 
     await model.aclose()
 
 
+@pytest.mark.parametrize("name", ["", None, 3])
+async def test_a_tool_call_without_a_name_is_a_protocol_error(
+    server: ScriptedServer, name: object
+) -> None:
+    call = {"id": "c", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    server.reply(Reply(json=completion({"role": "assistant", "tool_calls": [call]})))
+    model = model_for(server)
+
+    with pytest.raises(ProtocolError, match=r"tool_calls\[0\]\.function\.name must be a non-empty"):
+        await model.invoke(history())
+    await model.aclose()
+
+
 async def test_answer_that_is_not_json(server: ScriptedServer) -> None:
     server.reply(Reply(body=b"<html>gateway</html>", headers={"content-type": "text/html"}))
     model = model_for(server)

@@ -347,6 +347,14 @@ class HTTPProvider(Provider):
             return value
         raise self.protocol_error(f"{where} must be a string, got {self.preview(value)}")
 
+    def tool_name(self, value: Any, where: str) -> str:
+        """A tool call's name: a non-empty string, else a ProtocolError naming ``where``."""
+        if not isinstance(value, str) or not value:
+            raise self.protocol_error(
+                f"{where} must be a non-empty string, got {self.preview(value)}"
+            )
+        return value
+
     def call_id(self, value: Any, index: int, where: str) -> str:
         """A tool call's id: ``call_<index>`` when missing or empty (Gemini sends ``""``), a
         number as text, else a ProtocolError naming ``where``."""

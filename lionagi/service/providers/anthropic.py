@@ -234,12 +234,7 @@ class AnthropicProvider(HTTPProvider):
             ) from None
 
     def _name(self, value: Any, call_id: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.protocol_error(
-                f"tool_use block {call_id!r} name must be a non-empty string, got "
-                f"{self.preview(value)}"
-            )
-        return value
+        return self.tool_name(value, f"tool_use block {call_id!r} name")
 
     def _str(self, value: Any, where: str) -> str:
         if value is None:

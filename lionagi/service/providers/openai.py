@@ -297,12 +297,7 @@ class OpenAIChatProvider(HTTPProvider):
         return (Reasoning(format=_FORMAT, text=text),) if text else ()
 
     def _call_name(self, value: Any, index: int) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.protocol_error(
-                f"tool_calls[{index}].function.name must be a non-empty string, got "
-                f"{self.preview(value)}"
-            )
-        return value
+        return self.tool_name(value, f"tool_calls[{index}].function.name")
 
     def _add_arguments(self, call: _PartialCall, value: Any, index: int) -> str:
         """Add an arguments fragment; a JSON object (TGI, llama.cpp) is taken whole."""
