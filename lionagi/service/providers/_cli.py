@@ -5,7 +5,8 @@ event per line. A subclass says which argument list one request runs (:meth:`com
 an event maps to stream chunks (:meth:`_translate`) and how the finished run becomes a reply
 (:meth:`_finish`). This base owns the process: it is started from an argument list (never a
 shell), in its own process group, and that group is terminated and the child reaped whenever
-the stream ends, fails, is closed or is cancelled.
+the stream ends, fails, is closed or is cancelled: the provider modules of the three CLIs
+hold only their settings, command lines and event readers.
 """
 
 from __future__ import annotations

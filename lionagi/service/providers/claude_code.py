@@ -1,9 +1,7 @@
 """Agentic CLI provider: runs Claude Code (``claude -p``) as a subprocess and reads its events.
 
 The CLI runs its own tool loop; we only send the prompt and translate its
-``--output-format stream-json`` lines (one JSON object per line) into stream chunks. Process
-handling (argument list, own process group, reaping on close, cancel or error) is
-:class:`~lionagi.service.providers._cli.CLIProvider`'s.
+``--output-format stream-json`` lines (one JSON object per line) into stream chunks.
 """
 
 from __future__ import annotations

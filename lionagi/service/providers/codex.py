@@ -3,7 +3,7 @@
 Codex runs its own agent loop (shell commands, file edits, MCP tools) and prints one JSON event
 per line: ``thread.started``, ``turn.started``, ``item.started``/``item.completed`` for agent
 messages, reasoning, commands and tool calls, then ``turn.completed`` with usage or
-``turn.failed``. Process handling is :class:`~lionagi.service.providers._cli.CLIProvider`'s.
+``turn.failed``.
 """
 
 from __future__ import annotations

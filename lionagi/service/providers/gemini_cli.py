@@ -2,8 +2,7 @@
 
 The CLI runs its own tool loop and prints one JSON event per line: ``init`` (session and
 model), ``message`` (user and assistant text, assistant text in deltas), ``tool_use``,
-``tool_result``, ``error`` and a closing ``result`` with statistics. Process handling is
-:class:`~lionagi.service.providers._cli.CLIProvider`'s.
+``tool_result``, ``error`` and a closing ``result`` with statistics.
 """
 
 from __future__ import annotations
