@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +74,7 @@ from lionagi.service.types import (
     FinalChunk,
     ModelResponse,
     ReasoningDelta,
+    StreamChunk,
     TextDelta,
     ToolCallDelta,
     UsageChunk,
@@ -127,6 +128,40 @@ class _PartialReply:
         return PartialObjectEvent(data, parsed)
 
 
+class _LiveReply:
+    """One streamed model call's chunks as live events, and what they told so far: the final
+    reply, the usage, whether any text came (previews of ``reply_class`` follow each piece)."""
+
+    __slots__ = ("final", "preview", "texted", "usage")
+
+    def __init__(self, reply_class: type[BaseModel] | None) -> None:
+        self.preview = None if reply_class is None else _PartialReply(reply_class)
+        self.final: ModelResponse | None = None
+        self.usage: Usage | None = None
+        self.texted = False
+
+    def events(self, chunk: StreamChunk) -> Iterator[StreamEvent]:
+        if isinstance(chunk, TextDelta):
+            yield from self._text(chunk.text)
+        elif isinstance(chunk, FinalChunk):
+            self.final, self.usage = chunk.response, chunk.response.usage
+            if not self.texted:  # a provider that sent no text deltas: its text as one
+                yield from self._text(self.final.text)
+        elif isinstance(chunk, ReasoningDelta):
+            yield ReasoningDeltaEvent(chunk.text)
+        elif isinstance(chunk, ToolCallDelta):
+            yield ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
+        elif isinstance(chunk, UsageChunk):
+            self.usage = chunk.usage
+
+    def _text(self, text: str) -> Iterator[StreamEvent]:
+        if text:
+            self.texted = True
+            yield TextDeltaEvent(text)
+            if self.preview is not None and (update := self.preview.add(text)) is not None:
+                yield update
+
+
 def _committed(branch: Branch, since: int) -> list[StreamEvent]:
     """Events for the messages committed since the history held ``since``: each one, and for a
     tool result its :class:`ToolFinished` after it."""
@@ -161,34 +196,17 @@ async def _ask(
         response_format=reply_class,
         options=options,
     )
-    preview = None if reply_class is None else _PartialReply(reply_class)
-    final: ModelResponse | None = None
-    usage: Usage | None = None
-    texted = False
+    reply = _LiveReply(reply_class)
     try:
         async for chunk in chunks:
-            if isinstance(chunk, TextDelta | FinalChunk):
-                if isinstance(chunk, TextDelta):
-                    text = chunk.text
-                else:  # a provider that sent no text deltas: its text as one
-                    final, usage = chunk.response, chunk.response.usage
-                    text = "" if texted else final.text
-                if text:
-                    texted = True
-                    yield TextDeltaEvent(text)
-                    if preview is not None and (update := preview.add(text)) is not None:
-                        yield update
-            elif isinstance(chunk, ReasoningDelta):
-                yield ReasoningDeltaEvent(chunk.text)
-            elif isinstance(chunk, ToolCallDelta):
-                yield ToolCallDeltaEvent(chunk.index, chunk.id, chunk.name, chunk.arguments)
-            elif isinstance(chunk, UsageChunk):
-                usage = chunk.usage
+            for event in reply.events(chunk):
+                yield event
             await control_point(scope)
     finally:
         with anyio.CancelScope(shield=True):
             await close_stream(chunks)
-        scope.context.record_usage(usage, 1 if final is None else final.attempts)
+        final = reply.final
+        scope.context.record_usage(reply.usage, 1 if final is None else final.attempts)
     if final is None:
         raise ProtocolError(
             "the model stream ended without its final reply",
