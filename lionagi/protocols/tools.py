@@ -20,6 +20,7 @@ import anyio.to_thread
 from pydantic import BaseModel, JsonValue, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from lionagi._declared import same_parameters
 from lionagi.errors import (
     DuplicateToolError,
     OperationError,
@@ -86,16 +87,11 @@ class Tool:
         self._parameters: dict[str, Any] = arguments.parameters
 
     @classmethod
-    def from_function(
-        cls,
-        func: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        timeout: float | None = None,
-    ) -> Tool:
-        """Same as ``Tool(func, ...)``."""
-        return cls(func, name=name, description=description, timeout=timeout)
+    @same_parameters(__init__)
+    def from_function(cls, arguments: dict[str, Any]) -> Tool:
+        """Same as ``Tool(func, ...)`` (its parameters)."""
+        del arguments["self"]
+        return cls(**arguments)
 
     # -- schema --------------------------------------------------------------------------
     @property

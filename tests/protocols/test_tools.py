@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import inspect
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
@@ -144,6 +145,18 @@ def test_rest_docstring_and_overrides() -> None:
     renamed = Tool(search, name="find", description="Find things.")
     assert renamed.schema["function"]["name"] == "find"
     assert renamed.schema["function"]["description"] == "Find things."
+
+
+def test_from_function_is_declared_with_the_constructors_parameters() -> None:
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    declared = inspect.signature(Tool.from_function).parameters
+    assert list(declared) == list(inspect.signature(Tool).parameters)
+    tool = Tool.from_function(func=add, name="plus", description="Adds.")
+    assert (tool.name, tool.description, tool.func) == ("plus", "Adds.", add)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'timout'"):
+        Tool.from_function(add, timout=3)  # type: ignore[call-arg]
 
 
 def test_parameters_without_docstring_or_annotations() -> None:
