@@ -191,32 +191,23 @@ class OperationGraphBuilder:
         ``condition_key`` the value at that key must equal ``condition_value``. Returns
         ``{"check": id, "true": id, "false": id}`` (no ``"false"`` without ``false_op``).
         """
+        test: dict[str, Any] = {}
         if condition_key is not None:
-            holds: Condition = ResultCondition(
-                key=condition_key, equals=condition_value, use_equals=True
-            )
-            fails: Condition = ResultCondition(
-                key=condition_key, equals=condition_value, use_equals=True, negate=True
-            )
-        else:
-            holds, fails = ResultCondition(), ResultCondition(negate=True)
+            test = {"key": condition_key, "equals": condition_value, "use_equals": True}
+        sides = [("true", true_op, true_condition or ResultCondition(**test), true_params)]
+        if false_op is not None:
+            fails = false_condition or ResultCondition(**test, negate=True)
+            sides.append(("false", false_op, fails, false_params))
         deps = self._refs(depends_on) if depends_on is not None else [*self._heads]
         check = self.add_operation(condition_check_op, depends_on=deps, **check_params)
         ids = {"check": check}
-        ids["true"] = self.add_operation(
-            true_op,
-            depends_on=[check],
-            condition=true_condition or holds,
-            edge_label="if true",
-            parameters=true_params,
-        )
-        if false_op is not None:
-            ids["false"] = self.add_operation(
-                false_op,
+        for side, operation, condition, params in sides:
+            ids[side] = self.add_operation(
+                operation,
                 depends_on=[check],
-                condition=false_condition or fails,
-                edge_label="if false",
-                parameters=false_params,
+                condition=condition,
+                edge_label=f"if {side}",
+                parameters=params,
             )
         self._heads = {i: None for key, i in ids.items() if key != "check"}
         return ids
