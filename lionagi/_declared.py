@@ -1,4 +1,4 @@
-"""One declared signature for two callables: :func:`same_parameters`.
+"""One declared signature for two callables: :func:`same_parameters` and :func:`declared_as`.
 
 Where two methods take the same arguments (``Branch.stream`` takes ``Branch.run``'s,
 ``iModel.stream`` takes ``iModel.invoke``'s), the second is declared with the first's
@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-__all__ = ["same_parameters"]
+__all__ = ["declared_as", "same_parameters"]
 
 R = TypeVar("R")
 PS = ParamSpec("PS")
@@ -43,6 +43,28 @@ def same_parameters(
             return_annotation=returns
         )
         return method
+
+    return decorate
+
+
+def declared_as(
+    of: Callable[Concatenate[Any, PS], Any],
+) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, PS], R]]:
+    """Declare a method with ``of``'s parameters when its own take the same calls in fewer
+    words: ``iModel.stream(self, messages, *, on_retry=None, **asked)`` passes ``asked`` to
+    ``request``, which is ``invoke``'s call.
+
+    :func:`inspect.signature` and type checkers see ``of``'s parameters; the method itself is
+    returned unwrapped, so a call costs nothing more (unlike :func:`same_parameters`, which
+    binds each call to ``of``'s signature). The method must accept every call ``of`` accepts.
+    """
+
+    def decorate(fn: Callable[..., R]) -> Callable[Concatenate[Any, PS], R]:
+        returns = inspect.signature(fn).return_annotation
+        fn.__signature__ = inspect.signature(of).replace(  # type: ignore[attr-defined]
+            return_annotation=returns
+        )
+        return cast(Callable[Concatenate[Any, PS], R], fn)
 
     return decorate
 

@@ -17,7 +17,7 @@ import anyio
 from pydantic import BaseModel, SecretStr
 
 from lionagi import _instrument
-from lionagi._declared import same_parameters
+from lionagi._declared import declared_as
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
@@ -329,8 +329,10 @@ class iModel:
             model=self.model,
         )
 
-    @same_parameters(invoke)
-    def stream(self, arguments: dict[str, Any]) -> AsyncGenerator[StreamChunk, None]:
+    @declared_as(invoke)
+    async def stream(
+        self, messages: Sequence[Message], *, on_retry: RetryHook | None = None, **asked: Any
+    ) -> AsyncGenerator[StreamChunk, None]:
         """:meth:`invoke`'s call (its parameters), streamed: yield reply chunks; the last is a
         ``FinalChunk``. ``aclose()`` ends the call at once.
 
@@ -338,12 +340,7 @@ class iModel:
         policy and rate limits apply until the first chunk arrives: a stream that failed before
         yielding anything is opened again; once a chunk was yielded, a failure is raised.
         """
-        return self._stream(arguments)
-
-    async def _stream(self, arguments: dict[str, Any]) -> AsyncGenerator[StreamChunk, None]:
-        del arguments["self"]
-        on_retry, options = arguments.pop("on_retry"), arguments.pop("options")
-        request = self.request(**arguments, **options)
+        request = self.request(messages, **asked)
         limiter = None if self._limiter is None else self._limiter.get()
         if self.retry is None:
             opened = await self._open_stream(request, limiter)

@@ -398,8 +398,9 @@ async def test_stream_is_declared_with_invokes_parameters() -> None:
     declared = inspect.signature(iModel.stream)
     assert declared.parameters == inspect.signature(iModel.invoke).parameters
     model = FunctionModel(lambda messages, **options: "hi there")
-    with pytest.raises(TypeError, match="too many positional arguments"):
+    with pytest.raises(TypeError, match="positional arguments"):
         model.stream(ASK, ())  # type: ignore[call-arg]
-    chunks = [chunk async for chunk in model.stream(ASK, session_id="s", temperature=0.5)]
+    stream = model.stream(ASK, tools=(), session_id="s", on_retry=None, temperature=0.5)
+    chunks = [chunk async for chunk in stream]
     assert isinstance(chunks[-1], FinalChunk)
     assert chunks[-1].response.text == "hi there"
