@@ -67,7 +67,7 @@ def grow(rng: random.Random, history: list[Message], turn: int) -> None:
         Instruction(
             instruction=f"question {turn} \ud800" if turn == 7 else f"question {turn}",
             response_format=SCHEMA if rng.random() < 0.2 else None,
-            images=["https://example.com/a.png"] if rng.random() < 0.1 else [],
+            images=("https://example.com/a.png",) if rng.random() < 0.1 else (),
         )
     )
     shape = rng.choice(["text", "tools", "calls_only", "unanswered", "parallel"])
