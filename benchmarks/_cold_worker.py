@@ -1,10 +1,13 @@
-"""One cold-start sample for ``benchmarks.cold``: run as ``python -m benchmarks._cold_worker
-BACKEND`` in a fresh interpreter. Nothing is imported before the timed ``import lionagi`` (the
-``benchmarks`` package itself imports nothing).
+"""One cold-start sample for ``benchmarks.cold``: its text is run as ``python -c <this file's
+text> BACKEND`` from the root of the checkout to measure (``sys.path[0]`` is then that
+directory, so ``import lionagi`` loads that checkout's package). Nothing is imported before the
+timed ``import lionagi``.
 
-Prints one JSON line: milliseconds of ``import lionagi``, then of ``lionagi.testing``, the first
-and the second recorded turn (inside a running event loop, after one scheduler round trip so the
-backend itself is loaded), and the modules the first turn imported.
+Prints one JSON line: milliseconds of ``import lionagi``, then of ``from lionagi.testing import
+FunctionModel``, then (inside a running event loop, after one scheduler round trip so the
+backend itself is loaded) of constructing the first Branch (``lionagi.Branch`` included: a
+package that imports its names on first use pays for them here), of the first and the second
+recorded turn, and the modules the first turn imported.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ def reply(messages: Any, **options: Any) -> str:
     return "ok fine"
 
 
-async def turns() -> tuple[float, float, list[str]]:
+async def turns() -> tuple[float, float, float, list[str]]:
     await anyio.sleep(0)
+    start = time.perf_counter()
     branch = lionagi.Branch(system="s", chat_model=FunctionModel(reply))
     before = set(sys.modules)
     a = time.perf_counter()
@@ -39,15 +43,16 @@ async def turns() -> tuple[float, float, list[str]]:
     b = time.perf_counter()
     await branch.chat_and_record("hi")
     c = time.perf_counter()
-    return b - a, c - b, sorted(set(sys.modules) - before)
+    return a - start, b - a, c - b, sorted(set(sys.modules) - before)
 
 
-first, second, loaded = anyio.run(turns, backend=sys.argv[1])
+built, first, second, loaded = anyio.run(turns, backend=sys.argv[1])
 print(
     json.dumps(
         {
             "import_ms": (imported - started) * 1000,
             "testing_ms": (testing - imported) * 1000,
+            "branch_ms": built * 1000,
             "first_turn_ms": first * 1000,
             "second_turn_ms": second * 1000,
             "first_turn_imports": loaded,

@@ -188,13 +188,14 @@ def run_python(
     env: dict[str, str] | None = None,
     timeout: float = 600,
     prefix: Sequence[str] = (),
+    cwd: Path = ROOT,
 ) -> str:
     """Run this interpreter with ``args`` from the repository root (so ``-m benchmarks...`` and
-    ``import lionagi`` find this checkout), under ``prefix`` (a tool such as valgrind) if
-    given; the last line it printed, or RuntimeError."""
+    ``import lionagi`` find this checkout; ``cwd`` names another checkout), under ``prefix`` (a
+    tool such as valgrind) if given; the last line it printed, or RuntimeError."""
     done = subprocess.run(
         [*prefix, sys.executable, *args],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,

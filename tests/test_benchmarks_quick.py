@@ -47,3 +47,28 @@ def test_quick_run_writes_every_scenario(tmp_path: Path) -> None:
     markdown = (tmp_path / "bench-quick.md").read_text()
     assert "## Targets" in markdown
     assert all(f"(`{name}`)" in markdown for name in SCENARIOS)
+
+
+@pytest.mark.timeout(600)
+def test_cold_start_against_a_base_checkout_reports_both_and_their_ratio(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cold", "--quick", "--base", ".", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    cold = json.loads((tmp_path / "cold-quick.json").read_text())["scenarios"]["cold"]
+    assert {(row["tree"], row["backend"]) for row in cold["rows"]} == {
+        (tree, backend) for tree in ("this", "base") for backend in ("asyncio", "trio")
+    }
+    for row in cold["rows"]:
+        steps = ("import_lionagi_ms", "then_testing_ms", "then_branch_ms", "first_turn_ms")
+        assert row["import_to_first_turn_ms"] >= max(row[step] for step in steps)
+    (ratios,) = cold["tables"].values()
+    assert [row["run"] for row in ratios["rows"]] == [
+        "bytecode cached, asyncio",
+        "bytecode cached, trio",
+    ]

@@ -19,6 +19,7 @@ else reaches a request.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping, Sequence
 from types import UnionType
 from typing import (
@@ -118,7 +119,7 @@ class Instruct(BaseModel):
     ``operate``, ``reason`` and ``actions``); giving one both ways is an error.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built when used
 
     instruction: str | None = None
     guidance: str | None = None
@@ -127,8 +128,11 @@ class Instruct(BaseModel):
     actions: bool | None = None
 
 
-_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True, arbitrary_types_allowed=True)
-_MODEL_OPTIONS: TypeAdapter[ModelOptions] = TypeAdapter(ModelOptions)
+# Each parameter class builds its validator on first use, so a program pays only for the
+# operations it calls; ChatParams, the common first call, builds at import.
+_STRICT = ConfigDict(
+    strict=True, extra="forbid", frozen=True, arbitrary_types_allowed=True, defer_build=True
+)
 MODEL_OPTION_NAMES = frozenset(ModelOptions.__annotations__)
 #: request-body keys the library sets itself; extra_body may not replace them
 _OWN_BODY_KEYS = frozenset(
@@ -176,6 +180,7 @@ class _AskParams(OperationParams):
 class ChatParams(_AskParams):
     """:meth:`Branch.chat` and :meth:`Branch.chat_and_record`."""
 
+    model_config = ConfigDict(defer_build=False)
     operation: ClassVar[str] = "chat"
 
     response_format: type[BaseModel] | dict[str, Any] | None
@@ -465,9 +470,15 @@ def request_options(options: ModelOptions) -> dict[str, Any]:
     return body
 
 
+@functools.cache
+def _model_options_adapter() -> TypeAdapter[ModelOptions]:
+    """The validator of :class:`ModelOptions`, built the first time a call passes options."""
+    return TypeAdapter(ModelOptions)
+
+
 def _model_options(operation: str, given: Mapping[str, Any]) -> ModelOptions:
     try:
-        options = _MODEL_OPTIONS.validate_python(dict(given))
+        options = _model_options_adapter().validate_python(dict(given))
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         field = str(error["loc"][0])

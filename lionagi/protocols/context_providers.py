@@ -62,7 +62,7 @@ class ProviderReport(BaseModel):
     - ``tokens``: total tokens of ``blocks``, as measured by the registry's counter.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when used
 
     blocks: tuple[str, ...] = ()
     fired: tuple[str, ...] = ()

@@ -29,7 +29,7 @@ class Embeddings(BaseModel):
     iterating yields the vectors. ``usage`` sums the input tokens of every batch.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first embed()
 
     vectors: tuple[tuple[float, ...], ...] = ()
     model: str | None = None

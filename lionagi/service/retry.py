@@ -19,9 +19,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lionagi.errors import ConfigurationError
 from lionagi.service.clock import ANYIO_CLOCK, Clock
@@ -32,6 +30,9 @@ from lionagi.service.errors import (
     RateLimitError,
     ServerError,
 )
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 __all__ = ["DEFAULT_RETRY", "RetryAttempt", "RetryPolicy", "call_with_retry"]
 
@@ -203,6 +204,8 @@ async def call_with_retry(
         first_wait = policy.backoff(1, error)
         await _notify(on_retry, RetryAttempt(1, error, first_wait, provider, model))
     await clock.sleep(first_wait)
+    # imported here: a program whose calls succeed at once never loads tenacity
+    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
     count = 1
 

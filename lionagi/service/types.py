@@ -135,7 +135,7 @@ class ReasoningDelta(BaseModel):
 class ReasoningEvent(BaseModel):
     """A finished reasoning block (sent when the block ends, before what follows it)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["reasoning"] = "reasoning"
     reasoning: Reasoning
 

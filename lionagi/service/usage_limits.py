@@ -25,7 +25,7 @@ class UsageLimits(BaseModel):
     total is already past its limit (a single reply can overshoot; the next call is stopped).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built when used
 
     request_limit: int | None = Field(default=None, ge=1)
     input_tokens_limit: int | None = Field(default=None, ge=0)

@@ -20,16 +20,7 @@ from pydantic import BaseModel, JsonValue
 
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError, OperationError
-from lionagi.operations import act as _act
 from lionagi.operations import chat as _chat
-from lionagi.operations import communicate as _communicate
-from lionagi.operations import interpret as _interpret
-from lionagi.operations import live as _live
-from lionagi.operations import operate as _operate
-from lionagi.operations import parse as _parse
-from lionagi.operations import react as _react
-from lionagi.operations import run as _run
-from lionagi.operations.events import StreamEvent
 from lionagi.operations.fields import FieldModel, RequestFields
 from lionagi.operations.params import (
     ActionStrategy,
@@ -68,6 +59,7 @@ from lionagi.session.logs import LogManager
 if TYPE_CHECKING:
     from lionagi.mcp import McpServer
     from lionagi.operations.act import ActionInput
+    from lionagi.operations.events import StreamEvent
     from lionagi.operations.types import TurnExecutionContext
     from lionagi.protocols.messages import ActionResponse
     from lionagi.session.observer import Observer
@@ -75,6 +67,10 @@ if TYPE_CHECKING:
     from lionagi.session.signal import Signal
 
 __all__ = ["Branch"]
+
+# The operation bodies other than chat are imported by the methods that run them (after binding
+# the arguments, so ``locals()`` holds only the parameters): a program loads only the operations
+# it uses.
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -373,7 +369,10 @@ class Branch:
         **options: Unpack[ModelOptions],
     ) -> M | str | None:
         """Parse ``text`` into ``response_format`` (see :func:`lionagi.operations.parse.parse`)."""
-        result: M | str | None = await _parse.parse(self, bind(ParseParams, locals()))
+        params = bind(ParseParams, locals())
+        from lionagi.operations.parse import parse
+
+        result: M | str | None = await parse(self, params)
         return result
 
     async def communicate(
@@ -395,7 +394,10 @@ class Branch:
     ) -> Any:
         """Record an exchange; return the reply text or the reply parsed into
         ``response_format``."""
-        return await _communicate.communicate(self, bind(CommunicateParams, locals()))
+        params = bind(CommunicateParams, locals())
+        from lionagi.operations.communicate import communicate
+
+        return await communicate(self, params)
 
     @same_parameters(communicate)
     def communicate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
@@ -404,7 +406,9 @@ class Branch:
         :class:`~lionagi.operations.events.ResultEvent` holding what ``communicate`` returns
         (see :func:`lionagi.operations.live.communicate_stream`)."""
         params = bind(CommunicateParams, arguments, operation="communicate_stream")
-        return _live.communicate_stream(self, params)
+        from lionagi.operations.live import communicate_stream
+
+        return communicate_stream(self, params)
 
     async def interpret(
         self,
@@ -416,7 +420,10 @@ class Branch:
         **options: Unpack[ModelOptions],
     ) -> str:
         """Rewrite a raw request into a clearer prompt (nothing is recorded)."""
-        return await _interpret.interpret(self, bind(InterpretParams, locals()))
+        params = bind(InterpretParams, locals())
+        from lionagi.operations.interpret import interpret
+
+        return await interpret(self, params)
 
     async def operate(
         self,
@@ -442,7 +449,10 @@ class Branch:
     ) -> Any:
         """Structured output plus tool use, as one turn (see
         :func:`lionagi.operations.operate.operate`)."""
-        return await _operate.operate(self, bind(OperateParams, locals()))
+        params = bind(OperateParams, locals())
+        from lionagi.operations.operate import operate
+
+        return await operate(self, params)
 
     @same_parameters(operate)
     def operate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
@@ -450,9 +460,10 @@ class Branch:
         structured reply so far, tools started and finished, each committed message, and last a
         :class:`~lionagi.operations.events.ResultEvent` holding what ``operate`` returns (see
         :func:`lionagi.operations.live.operate_stream`)."""
-        return _live.operate_stream(
-            self, bind(OperateParams, arguments, operation="operate_stream")
-        )
+        params = bind(OperateParams, arguments, operation="operate_stream")
+        from lionagi.operations.live import operate_stream
+
+        return operate_stream(self, params)
 
     @overload
     async def act(
@@ -488,7 +499,9 @@ class Branch:
         Not a model turn: it joins the calling turn when there is one and takes no lock alone.
         """
         params = bind(ActParams, {k: v for k, v in locals().items() if k != "action_request"})
-        return await _act.act(self, action_request, params)
+        from lionagi.operations.act import act
+
+        return await act(self, action_request, params)
 
     async def ReAct(
         self,
@@ -514,14 +527,19 @@ class Branch:
         :func:`lionagi.operations.react.ReAct`). Upstream's ``ReAct(instruct)`` works too:
         an :class:`Instruct` or dict as the first argument or as ``instruct=``; ``verbose``
         logs each round's analysis on the ``lionagi.react`` logger."""
-        return await _react.ReAct(self, bind(ReActParams, locals()))
+        params = bind(ReActParams, locals())
+        from lionagi.operations.react import ReAct
+
+        return await ReAct(self, params)
 
     @same_parameters(ReAct)
     def ReActStream(self, arguments: dict[str, Any]) -> TurnStream[Any]:
         """Like :meth:`ReAct` (its parameters), yielding each round's analysis then the final
         answer, as one stream turn (see :func:`lionagi.operations.react.ReActStream`). The
         analyses are always yielded, so ``return_analysis`` belongs to :meth:`ReAct`."""
-        return _react.ReActStream(self, _stream_react_params(arguments, "ReActStream"))
+        from lionagi.operations.react import ReActStream
+
+        return ReActStream(self, _stream_react_params(arguments, "ReActStream"))
 
     @same_parameters(ReAct)
     def ReActEvents(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
@@ -530,7 +548,9 @@ class Branch:
         and last the answer as a :class:`~lionagi.operations.events.ResultEvent` (see
         :func:`lionagi.operations.live.react_events`). ``return_analysis`` belongs to
         :meth:`ReAct`: the analyses arrive as events."""
-        return _live.react_events(self, _stream_react_params(arguments, "ReActEvents"))
+        from lionagi.operations.live import react_events
+
+        return react_events(self, _stream_react_params(arguments, "ReActEvents"))
 
     def run(
         self,
@@ -547,7 +567,10 @@ class Branch:
     ) -> TurnStream[Message]:
         """Stream a turn as the messages it commits, each recorded before it is yielded (see
         :func:`lionagi.operations.run.run`)."""
-        return _run.run(self, bind(RunParams, locals()))
+        params = bind(RunParams, locals())
+        from lionagi.operations.run import run
+
+        return run(self, params)
 
     # -- logs, frames, closing ------------------------------------------------------------
     @property
@@ -603,7 +626,9 @@ class Branch:
         """Stream a :meth:`run` turn (its parameters) as live events: text and tool-call deltas
         as they arrive, tool starts and finishes, and each committed message (see
         :func:`lionagi.operations.run.stream`)."""
-        return _run.stream(self, bind(RunParams, arguments, operation="stream"))
+        from lionagi.operations.run import stream
+
+        return stream(self, bind(RunParams, arguments, operation="stream"))
 
     # -- copies and serialization --------------------------------------------------------
     async def aclone(self) -> Branch:
