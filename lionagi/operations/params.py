@@ -16,8 +16,8 @@ anything provider-specific, merged into the request body as the ``openai`` SDK d
 else reaches a request.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: the fields' annotations are evaluated as the
+# classes are defined, so pydantic does not compile each one from a string at import.
 import difflib
 import functools
 from collections.abc import Mapping, Sequence
@@ -528,7 +528,7 @@ def _unknown(cls: type[OperationParams], operation: str, key: str) -> UnknownPar
 
 
 def _bad_value(
-    cls: type[OperationParams], operation: str, error: ErrorDetails, given_as: Mapping[str, str]
+    cls: type[OperationParams], operation: str, error: "ErrorDetails", given_as: Mapping[str, str]
 ) -> OperationError:
     field = str(error["loc"][0]) if error["loc"] else "(arguments)"
     value = error.get("input")
