@@ -213,9 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     started = now()
     base = None if args.base is None else args.base.resolve()
     result = run(config, base)
+    given = sys.argv[1:] if argv is None else argv
+    # the base checkout's directory is this machine's; the description names its commit
+    recorded = ["BASE" if base is not None and Path(a).resolve() == base else a for a in given]
     write_results(
         "benchmarks.cold",
-        sys.argv[1:] if argv is None else argv,
+        recorded,
         {"cold": result},
         config,
         args.out,

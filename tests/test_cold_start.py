@@ -59,9 +59,10 @@ print(json.dumps({{"imported": imported, "built": built, "after_turn": after_tur
 """
 
 
-def _probe() -> dict[str, object]:
+def _probe(source: str | None = None) -> dict[str, object]:
+    """Run ``source`` (by default :data:`PROBE`) in a fresh interpreter; its last JSON line."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(deferred=DEFERRED)],
+        [sys.executable, "-c", PROBE.format(deferred=DEFERRED) if source is None else source],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -118,22 +119,8 @@ print(json.dumps({"loaded": loaded, "bound": bound_at_import, "not_listed": list
 """
 
 
-def _lazy_probe() -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-c", LAZY_PROBE],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
-
-
 def test_import_lionagi_loads_only_the_exception_modules() -> None:
-    answer = _lazy_probe()
+    answer = _probe(LAZY_PROBE)
     assert answer["loaded"] == [
         "lionagi",
         "lionagi.errors",
@@ -151,7 +138,7 @@ def test_import_lionagi_loads_only_the_exception_modules() -> None:
 
 
 def test_every_public_name_resolves_lazily_to_its_modules_object() -> None:
-    answer = _lazy_probe()
+    answer = _probe(LAZY_PROBE)
     assert answer["wrong"] == []
     assert answer["not_listed"] == []
     assert answer["star"] == answer["all"]
