@@ -90,7 +90,13 @@ def grow(rng: random.Random, history: list[Message], turn: int) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_an_assembled_body_is_the_whole_encoding(seed: int) -> None:
     rng = random.Random(seed)
-    history: list[Message] = [System(content="Be brief.")]
+    # begins with a system message, with the first instruction, or with an assistant message
+    first: list[list[Message]] = [
+        [System(content="Be brief.")],
+        [],
+        [AssistantResponse(content="Earlier.")],
+    ]
+    history: list[Message] = first[seed % 3]
     for turn in range(40):
         grow(rng, history, turn)
         schema = SCHEMA if rng.random() < 0.3 else None
@@ -149,16 +155,22 @@ def rendered_counts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return counts
 
 
+@pytest.mark.parametrize("fresh_system", [False, True], ids=["same_system", "system_copy"])
 def test_each_message_of_a_growing_history_is_rendered_once(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, fresh_system: bool
 ) -> None:
     """As a Branch sends it: the history plus the new instruction, then after a tool round
-    the history with the round's results; each message is rendered on its first request only."""
+    the history with the round's results; each message is rendered on its first request only.
+    With context providers each request sends a copy of the system message (its own render)."""
     counts = rendered_counts(monkeypatch)
-    history: list[Message] = [System(content="s")]
+    system = System(content="s")
+    history: list[Message] = [system]
 
     def send() -> None:
-        openai_wire_body(request(list(history)), stream=False, provider="openai")
+        sent = list(history)
+        if fresh_system:
+            sent[0] = system.model_copy(update={"content": f"s + context {len(counts)}"})
+        openai_wire_body(request(sent), stream=False, provider="openai")
 
     for turn in range(60):
         history.append(Instruction(instruction=f"question {turn}"))
@@ -171,8 +183,20 @@ def test_each_message_of_a_growing_history_is_rendered_once(
         history += [AssistantResponse(content="adding"), call, result]
         send()
         history.append(AssistantResponse(content=f"answer {turn}"))
-    assert sum(counts) == len(history) - 1  # all but the last reply, which was never sent
-    assert len(counts) == 80  # one render per request
+    requests = 80
+    systems = requests if fresh_system else 1  # the system message, or each request's copy
+    assert sum(counts) == len(history) - 2 + systems  # nor the last reply, never sent
+    assert len(counts) == requests + systems  # one render of the new messages per request
+
+
+def test_a_system_copy_with_new_context_is_sent() -> None:
+    system = System(content="s")
+    history: list[Message] = [system, Instruction(instruction="go")]
+    same_json(request(history))
+    copy = [system.model_copy(update={"content": "s + context"}), *history[1:]]
+    same_json(request(copy))
+    body = json.loads(openai_wire_body(request(copy), stream=False, provider="openai"))
+    assert body["messages"][0] == {"role": "system", "content": "s + context"}
 
 
 @pytest.fixture

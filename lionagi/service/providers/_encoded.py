@@ -29,7 +29,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lionagi.protocols._render import render_cache
-from lionagi.protocols.messages import ActionRequest, ActionResponse, AssistantResponse, Message
+from lionagi.protocols.messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Instruction,
+    Message,
+    System,
+)
 from lionagi.service._text import clean_json
 
 __all__ = ["dumps", "encoded_history", "spliced_body"]
@@ -72,40 +79,71 @@ def encoded_history(
 
     ``settings`` is what the rendering depends on besides the messages (compared by equality:
     another value starts another prefix); ``key`` names the wire format in the render cache.
+    A leading system message or instruction is encoded on its own (cached on itself): a
+    request may send a copy of the system message (with context added for this request), and
+    the prefix of what follows stays valid.
     """
     if not messages:
         return []
     history = messages if isinstance(messages, list) else list(messages)
-    cache = render_cache(history[0])
+    pieces: list[bytes | bytearray] = []
+    base = 0
+    if len(history) > 1 and isinstance(history[0], System | Instruction):
+        pieces.append(_encoded_alone(history[0], key, settings, render))
+        base = 1
+    cache = render_cache(history[base])
     prefix: _Prefix | None = cache.get(key)
-    if prefix is None or prefix.settings != settings or not _extends(history, prefix):
+    if prefix is None or prefix.settings != settings or not _extends(history, base, prefix):
         prefix = _Prefix(settings)
         cache[key] = prefix
-    start = prefix.count
+    start = base + prefix.count
     tail = history[start:]
     settled, unanswered = _settled(tail)
     if settled:
         if prefix.encoded:
             prefix.encoded += b","
         prefix.encoded += b",".join(map(dumps, render(tail[:settled])))
-        prefix.rest += tail[:settled] if start else tail[1:settled]
+        prefix.rest += tail[:settled] if prefix.count else tail[1:settled]
         prefix.count += settled
         prefix.unanswered |= unanswered
-    pieces: list[bytes | bytearray] = [prefix.encoded] if prefix.encoded else []
+    if prefix.encoded:
+        pieces.append(prefix.encoded)
     if settled < len(tail):
-        if pieces:
-            pieces.append(b",")
         pieces.append(b",".join(map(dumps, render(tail[settled:]))))
-    return pieces
+    return _joined(pieces)
 
 
-def _extends(history: list[Message], prefix: _Prefix) -> bool:
-    """Whether ``history`` begins with ``prefix`` and answers none of its unanswered calls."""
-    count = prefix.count
-    if len(history) < count or history[1:count] != prefix.rest:
+def _joined(pieces: list[bytes | bytearray]) -> list[bytes | bytearray]:
+    """``pieces`` with a comma between each two."""
+    out: list[bytes | bytearray] = []
+    for piece in pieces:
+        if out:
+            out.append(b",")
+        out.append(piece)
+    return out
+
+
+def _encoded_alone(message: Message, key: str, settings: Any, render: Render) -> bytes:
+    """One message's encoded wire form, cached on the message for these ``settings``."""
+    cache = render_cache(message)
+    alone = f"{key}:alone"
+    cached = cache.get(alone)
+    if cached is not None and cached[0] == settings:
+        encoded: bytes = cached[1]
+        return encoded
+    encoded = b",".join(map(dumps, render([message])))
+    cache[alone] = (settings, encoded)
+    return encoded
+
+
+def _extends(history: list[Message], base: int, prefix: _Prefix) -> bool:
+    """Whether ``history`` (from ``base`` on) begins with ``prefix`` and answers none of its
+    unanswered calls."""
+    end = base + prefix.count
+    if len(history) < end or history[base + 1 : end] != prefix.rest:
         return False
     return not prefix.unanswered or not any(
-        isinstance(m, ActionResponse) and m.call_id in prefix.unanswered for m in history[count:]
+        isinstance(m, ActionResponse) and m.call_id in prefix.unanswered for m in history[end:]
     )
 
 
