@@ -273,7 +273,7 @@ class iModel:
             session_id=session_id,
             **options,
         )
-        return await self.send(request, on_retry=on_retry)
+        return await _instrument.invoke(self, request, on_retry)  # self.send, one frame less
 
     async def send(
         self, request: ModelRequest, *, on_retry: RetryHook | None = None
@@ -283,7 +283,7 @@ class iModel:
         Concurrency and cancellation as :meth:`invoke`. The call (all its attempts) is one
         record in the calling turn's logs and one span when tracing is on.
         """
-        return await _instrument.invoke(self, request, lambda r: self._retried(r, on_retry))
+        return await _instrument.invoke(self, request, on_retry)
 
     async def _retried(self, request: ModelRequest, on_retry: RetryHook | None) -> ModelResponse:
         if self.retry is None:

@@ -1,9 +1,10 @@
 """A Branch's logs: one record per model call and per tool call, dumped as JSON lines.
 
-Records are cheap to make -- they keep references to what the call already built (the request,
-the response, the tool's request and result) -- and become JSON only when read with
-:meth:`Log.to_dict` or dumped. Nothing secret goes in: API keys live in the provider, never in a
-request, and option values whose names look like credentials are masked on the way out.
+Records are cheap to make -- a model call's record is a tuple of references to what the call
+already built (the request's parts, the response), made into a :class:`Log` when first read --
+and become JSON only when read with :meth:`Log.to_dict` or dumped. Nothing secret goes in: API
+keys live in the provider, never in a request, and option values whose names look like
+credentials are masked on the way out.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +40,11 @@ _MASK = "**********"
 
 
 class Log:
-    """One record of a Branch's logs (immutable). Read it with :meth:`to_dict`."""
+    """One record of a Branch's logs (immutable). Read it with :meth:`to_dict`.
+
+    ``kind`` is ``"api_call"`` or ``"tool_call"``; ``created_at`` the time (seconds since the
+    epoch) the record was made, when the call ended; ``duration_ms`` how long the call took.
+    """
 
     __slots__ = ("_payload", "branch_id", "created_at", "duration_ms", "kind", "turn_id")
 
@@ -59,40 +65,18 @@ class Log:
         self._payload = payload
 
     @classmethod
-    def api_call(
-        cls,
-        provider: str,
-        request: ModelRequest,
-        response: ModelResponse | None,
-        error: BaseException | None,
-        *,
-        branch_id: UUID | None,
-        turn_id: UUID | None,
-        duration_ms: float,
-    ) -> Log:
-        """A model call: what was sent, what came back (or the error).
-
-        The record keeps what is small and not in the history already: the request's last
-        message (the instruction, usually), how many messages were sent, tool names, the
-        schema's title and the options -- never a copy of the history or an exception object
-        (which would keep the failed call's frames, and the Branch, alive).
-        """
-        schema = request.response_format
-        payload = (
-            provider,
-            request.model,
-            len(request.messages),
-            request.messages[-1] if request.messages else None,
-            tuple(t.name for t in request.tools) if request.tools else (),
-            None if schema is None else schema.get("title"),
-            request.options,
-            request.session_id,
-            response,
-            None if error is None else f"{type(error).__name__}: {error}",
+    def _of(cls, entry: tuple[Any, ...]) -> Log:
+        """The record of an entry :meth:`LogManager.record_api_call` made."""
+        _, started, ended, created_at, branch_id, turn_id, *payload = entry
+        log = cls(
+            "api_call",
+            tuple(payload),
+            branch_id=branch_id,
+            turn_id=turn_id,
+            duration_ms=(ended - started) * 1000.0,
         )
-        return cls(
-            "api_call", payload, branch_id=branch_id, turn_id=turn_id, duration_ms=duration_ms
-        )
+        log.created_at = created_at
+        return log
 
     @classmethod
     def tool_call(
@@ -132,12 +116,12 @@ class Log:
                 request={
                     "message_count": count,
                     "last_message": None if last is None else last.model_dump(mode="json"),
-                    "tools": list(tools),
+                    "tools": [t.name for t in tools],
                     "response_format": schema,
-                    "options": mask_secrets(options),
+                    "options": mask_secrets(options or {}),
                     "session_id": session,
                 },
-                response=None if response is None else response.model_dump(mode="json"),
+                response=None if response is None else _response_data(response),
                 error=error,
             )
         else:
@@ -152,6 +136,12 @@ class Log:
 
     def __repr__(self) -> str:
         return f"Log(kind={self.kind!r}, turn_id={self.turn_id}, ms={self.duration_ms:.3f})"
+
+
+def _response_data(fields: dict[str, Any]) -> Any:
+    from lionagi.service.types import ModelResponse
+
+    return ModelResponse.model_construct(**fields).model_dump(mode="json")
 
 
 def mask_secrets(value: Any) -> Any:
@@ -200,28 +190,83 @@ class LogManager(Sequence[Log]):
         self.capacity = capacity
         self.persist_path = None if persist_path is None else _resolve(persist_path, "logs")
         self.dump_on_exit = dump_on_exit
-        self._logs: list[Log] = []
+        # Log records, and model calls' entries not read yet (tuples, see record_api_call);
+        # a bounded deque drops the oldest by itself
+        self._logs: deque[Log | tuple[Any, ...]] = deque(maxlen=capacity)
 
     def __len__(self) -> int:
         return len(self._logs)
 
     def __getitem__(self, index: Any) -> Any:
-        return self._logs[index]
+        if isinstance(index, slice):
+            return self._read()[index]
+        entry = self._logs[index]
+        if isinstance(entry, tuple):
+            entry = self._logs[index] = Log._of(entry)
+        return entry
 
     def __iter__(self) -> Iterator[Log]:
-        return iter(self._logs)
+        return iter(self._read())
 
     def append(self, log: Log) -> None:
         self._logs.append(log)
-        if self.capacity is not None and len(self._logs) > self.capacity:
-            del self._logs[0]
+
+    def record_api_call(
+        self,
+        provider: str,
+        request: ModelRequest,
+        response: ModelResponse | None,
+        error: BaseException | None,
+        branch_id: UUID | None,
+        turn_id: UUID | None,
+        started: float,
+    ) -> None:
+        """Record a model call that began at ``started`` (``time.perf_counter()``) and ends now.
+
+        The hot path of every logged model call, so it only gathers references: the request's
+        last message (the instruction, usually), how many messages were sent, its tools,
+        schema title, options and session, and the response's field values (the frozen
+        response's own ``__dict__``: the response object itself need not stay alive, which
+        leaves the garbage collector fewer objects to walk). It never keeps a copy of the
+        history or an exception object (which would keep the failed call's frames, and the
+        Branch, alive). The entry becomes a :class:`Log` when first read.
+        """
+        messages = request.messages
+        schema = request.response_format
+        self._logs.append(
+            (
+                "api_call",
+                started,
+                time.perf_counter(),
+                time.time(),
+                branch_id,
+                turn_id,
+                provider,
+                request.model,
+                len(messages),
+                messages[-1] if messages else None,
+                request.tools,
+                None if schema is None else schema.get("title"),
+                request.options or None,  # the common empty mapping is not kept
+                request.session_id,
+                None if response is None else response.__dict__,
+                None if error is None else f"{type(error).__name__}: {error}",
+            )
+        )
 
     def clear(self) -> None:
         self._logs.clear()
 
     def to_list(self) -> list[dict[str, Any]]:
         """Every record as JSON-safe data."""
-        return [log.to_dict() for log in self._logs]
+        return [log.to_dict() for log in self._read()]
+
+    def _read(self) -> list[Log]:
+        """Every record, entries made into :class:`Log` records (once: reads see the same)."""
+        logs = [Log._of(e) if isinstance(e, tuple) else e for e in self._logs]
+        self._logs.clear()
+        self._logs.extend(logs)
+        return logs
 
     def dump(
         self,
@@ -260,12 +305,14 @@ class LogManager(Sequence[Log]):
 
     def _lines(self, persist_path: str | Path | None, name: str) -> tuple[Path, list[Log]]:
         path = _resolve(self.persist_path if persist_path is None else persist_path, name)
-        return path, list(self._logs)
+        return path, self._read()
 
     def _forget(self, written: list[Log]) -> None:
         # only what was written: records appended meanwhile stay
         done = {id(log) for log in written}
-        self._logs = [log for log in self._logs if id(log) not in done]
+        kept = [log for log in self._logs if id(log) not in done]
+        self._logs.clear()
+        self._logs.extend(kept)
 
     def __repr__(self) -> str:
         return f"LogManager(records={len(self._logs)}, capacity={self.capacity})"

@@ -3,8 +3,10 @@ aclone."""
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,9 @@ import anyio
 import pytest
 
 from lionagi.errors import ConfigurationError, MissingDependencyError
-from lionagi.protocols.messages import ActionResponse, Message, ToolCall
+from lionagi.protocols.messages import ActionResponse, Message, Reasoning, ToolCall, Usage
 from lionagi.service.imodel import iModel
+from lionagi.service.types import ModelResponse
 from lionagi.session.branch import Branch
 from lionagi.session.logs import DEFAULT_LOG_DIR, LogManager, mask_secrets
 from lionagi.session.session import Session
@@ -269,3 +272,81 @@ async def test_aclone_inside_the_branchs_own_turn_copies_at_once() -> None:
     await branch.operate(instruction="snap", actions=True)
     [copy] = copies
     assert len(copy.msgs) < len(branch.msgs)
+
+
+def rich_reply() -> tuple[FunctionModel, list[ModelResponse]]:
+    """A model whose reply fills every field a dump shows; the replies it made are kept."""
+    made: list[ModelResponse] = []
+
+    def fn(messages: Sequence[Message], **options: Any) -> ModelResponse:
+        made.append(
+            ModelResponse(
+                text="fine",
+                refusal="not that part",
+                reasoning=(Reasoning(format="anthropic", text="thought", block={"sig": "s"}),),
+                usage=Usage(input_tokens=7, output_tokens=2, cached_input_tokens=3),
+                model="rich-1",
+                provider="function",
+                finish_reason="stop",
+                session_id="s-1",
+                raw={"id": "r-1", "choices": [1, 2]},
+            )
+        )
+        return made[-1]
+
+    return FunctionModel(fn), made
+
+
+async def test_an_api_call_record_dumps_the_whole_reply_without_keeping_it_alive() -> None:
+    model, made = rich_reply()
+    branch = Branch(chat_model=model)
+    await branch.chat_and_record("hello")
+    [reply] = made
+    expected = reply.model_dump(mode="json")
+    alive = weakref.ref(reply)
+    made.clear()
+    del reply
+    gc.collect()
+    assert alive() is None  # the record keeps the reply's data, not the reply
+    [log] = branch.logs
+    assert log.to_dict()["response"] == expected
+
+
+async def test_a_record_read_twice_is_the_same_record() -> None:
+    branch = Branch(chat_model=adder(), tools=[add])
+    await branch.operate(instruction="add 2 and 3", actions=True)
+    first = branch.logs[0]
+    assert branch.logs[0] is first
+    assert next(iter(branch.logs)) is first
+    assert branch.logs[:1] == [first]
+    assert branch.logs[-1] is list(branch.logs)[-1]
+    assert [log.kind for log in branch.logs[::2]] == ["api_call", "api_call"]
+
+
+async def test_a_bounded_log_keeps_the_newest_records() -> None:
+    said: list[str] = []
+
+    def fn(messages: Sequence[Message], **options: Any) -> str:
+        said.append(f"reply {len(said)}")
+        return said[-1]
+
+    branch = Branch(chat_model=FunctionModel(fn), logs=LogManager(capacity=2))
+    for _ in range(3):
+        await branch.chat("x")
+    assert [log.to_dict()["response"]["text"] for log in branch.logs] == ["reply 1", "reply 2"]
+    await branch.chat("x")
+    assert [log.to_dict()["response"]["text"] for log in branch.logs] == ["reply 2", "reply 3"]
+
+
+async def test_a_records_request_options_are_dumped_masked(tmp_path: Path) -> None:
+    branch = Branch(chat_model=adder())
+    await branch.chat("x")
+    await branch.chat("y", temperature=0.5, extra_body={"user": "u-1", "api_key": FAKE_KEY})
+    target = tmp_path / "logs.jsonl"
+    branch.dump_logs(persist_path=target)
+    plain, tuned = read_lines(target)
+    assert plain["request"]["options"] == {}
+    # extra_body's keys are merged into the request's options
+    options = {"temperature": 0.5, "user": "u-1", "api_key": "**********"}
+    assert tuned["request"]["options"] == options
+    assert FAKE_KEY not in target.read_text(encoding="utf-8")
