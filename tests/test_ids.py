@@ -1,4 +1,4 @@
-"""Message and turn ids: valid random version-4 UUIDs, unique, also across a fork."""
+"""Branch, message and turn ids: valid random version-4 UUIDs, unique, also across a fork."""
 
 from __future__ import annotations
 
@@ -57,3 +57,17 @@ def test_a_forked_child_makes_other_ids_than_its_parent() -> None:
         [sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "True"
+
+
+def test_a_branch_and_its_system_message_get_ids_without_reading_os_urandom(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lionagi import Branch
+
+    def refuse(size: int) -> bytes:
+        raise AssertionError("os.urandom was read")
+
+    monkeypatch.setattr(os, "urandom", refuse)
+    one, two = Branch(system="s"), Branch(system="s")
+    assert one.id != two.id
+    assert (one.id.version, one.msgs[0].id.version) == (4, 4)

@@ -12,12 +12,13 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import anyio
 from anyio.lowlevel import checkpoint
 from pydantic import BaseModel, JsonValue
 
+from lionagi._ids import new_id
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError, OperationError
 from lionagi.operations import chat as _chat
@@ -131,7 +132,7 @@ class Branch:
                 raise ConfigurationError("Branch got both chat_model= and its alias imodel=")
             chat_model = imodel
         _check_identity(id, name, user)
-        self.id: UUID = uuid4() if id is None else id
+        self.id: UUID = new_id() if id is None else id
         self.name: str | None = name
         self.user: str | None = user
         self._chat_model: iModel | None = _coerce_model(chat_model, "chat_model")
@@ -727,6 +728,8 @@ def _initial_history(
     given = [] if messages is None else list(messages)
     for index, message in enumerate(given):
         _check_given(index, message, system_given=bool(history))
+    if not given:
+        return history  # a system message alone (or nothing): no id can repeat
     history.extend(given)
     seen: set[UUID] = set()
     for message in history:
