@@ -63,7 +63,11 @@ OURS = ("ours", "ours + observer")
 def find_peer_python(explicit: str | None) -> tuple[str | None, str]:
     """The interpreter of the peers' environment, and how it was found (or why not)."""
     if explicit is not None:
-        return (explicit or None), "given with --peer-python" if explicit else "disabled"
+        if not explicit:
+            return None, "disabled"
+        if os.sep in explicit:  # a path: the worker runs in a scratch directory, so absolute
+            explicit = os.path.abspath(explicit)
+        return explicit, "given with --peer-python"
     if importlib.util.find_spec("pydantic_ai") is not None:
         try:
             installed = metadata.version("lionagi")
