@@ -167,6 +167,15 @@ async def _memory(peer: str, count: int) -> dict[str, Any]:
     finally:
         tracemalloc.stop()
     del kept
+    gc.collect()
+    before = len(gc.get_objects())
+    kept = [make() for _ in range(count)]
+    for conversation in kept:
+        await turn(conversation)
+    await asyncio.sleep(0)
+    gc.collect()
+    tracked = len(gc.get_objects()) - before - 1  # less the list holding them
+    del kept
     conversation = make()
     await turn(conversation)
     probe = conversation if peer != "pydantic-ai" else conversation.history[-1]
@@ -176,6 +185,7 @@ async def _memory(peer: str, count: int) -> dict[str, Any]:
     gc.collect()
     return {
         "bytes": (after - before) / count,
+        "gc_tracked": tracked / count,
         "by_refcount": by_refcount,
         "after_gc": ref() is None,
     }

@@ -24,6 +24,7 @@ Run ``python -m benchmarks.peers [--quick] [--peer-python PATH] [--out DIR]``.
 from __future__ import annotations
 
 import argparse
+import gc
 import glob
 import importlib.util
 import json
@@ -163,7 +164,13 @@ async def _our_memory(count: int) -> dict[str, Any]:
     model = offline_model()
     await memory._conversations(model, 5)
     size, _ = await memory._traced(lambda: memory._conversations(model, count))
-    return {"bytes": size / count}
+    before = len(gc.get_objects())
+    kept = await memory._conversations(model, count)
+    await anyio.sleep(0)
+    gc.collect()
+    tracked = len(gc.get_objects()) - before - 1  # less the list holding them
+    del kept
+    return {"bytes": size / count, "gc_tracked": tracked / count}
 
 
 def _ours(fn: Any, *args: Any) -> Any:
@@ -304,6 +311,7 @@ def _tabulate(
                 "long_first_us": us(median(theirs_long[:window])),
                 "long_last_us": us(median(theirs_long[-window:])),
                 "KiB_per_conversation": round(freed["bytes"] / 1024, 2),
+                "gc_tracked_per_conversation": round(freed["gc_tracked"], 1),
                 "dropped_freed": (
                     "refcount" if freed["by_refcount"] else "gc" if freed["after_gc"] else "NO"
                 ),
@@ -315,6 +323,7 @@ def _tabulate(
             "long_first_us": us(median(long_ours[:window])),
             "long_last_us": us(median(long_ours[-window:])),
             "KiB_per_conversation": round(ours_bytes / 1024, 2),
+            "gc_tracked_per_conversation": round(memory_ours["gc_tracked"], 1),
             "dropped_freed": "see the memory scenario",
         }
     )
@@ -328,7 +337,8 @@ def _tabulate(
             "the same model call (an async function answering at once with constant usage). "
             f"Long: one conversation of {sizes['long_turns']} turns, median of the first and "
             f"last {window}. Memory: {sizes['count']} one-turn conversations kept alive "
-            "(tracemalloc), sharing one model."
+            "(tracemalloc, after one event-loop iteration and a collection), sharing one model; "
+            "gc_tracked: objects the cyclic collector tracks, per kept conversation."
         ),
         "columns": [
             "turns_per_conversation",
@@ -347,6 +357,7 @@ def _tabulate(
                     "long_first_us",
                     "long_last_us",
                     "KiB_per_conversation",
+                    "gc_tracked_per_conversation",
                     "dropped_freed",
                 ],
                 "rows": peer_rows,
