@@ -296,9 +296,8 @@ def run(config: Config) -> dict[str, Any]:
                 2.0,
                 note=(
                     "Beyond the two messages (slotted, about 0.3 KiB together): the logs' record "
-                    "of the model call, which keeps the provider's ModelResponse (a pydantic "
-                    "model with its instance dict and fields-set, about 1.3 KiB), and the "
-                    "history's list slot and id index entry."
+                    "of the model call (a tuple of the reply's fields and the call's figures, "
+                    "with the turn id), and the history's list slot and id index entry."
                 ),
             )
         )

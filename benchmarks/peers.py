@@ -292,12 +292,12 @@ def _tabulate(
             1.0,
             note=(
                 "Messages and usage are slotted (about 0.2 KiB a message with its UUID, 72 bytes "
-                "a usage); what is left is the Branch's own parts: the log record of the model "
-                "call, which keeps the provider's ModelResponse (a pydantic model, about 1.3 "
-                "KiB), the turn lock (anyio's semaphore, about 0.9 KiB on asyncio, a deque "
-                "allocated up front), the history's list and on-added callback, and the Branch's "
-                "attributes. See the memory scenario's breakdown. pydantic-ai keeps its messages "
-                "in a list and nothing else per conversation."
+                "a usage); what is left is the Branch's own parts: the logs (a deque, 760 bytes "
+                "allocated up front, and the model call's record), the turn lock (anyio's "
+                "semaphore, about 0.9 KiB on asyncio, also a deque), the history's list and "
+                "on-added callback, and the Branch's attributes. See the memory scenario's "
+                "breakdown. pydantic-ai keeps its messages in a list and nothing else per "
+                "conversation."
             ),
         )
     )

@@ -19,9 +19,9 @@ from lionagi.protocols.messages import AssistantResponse
 
 #: the gc-tracked objects a one-turn conversation (system message, instruction, reply) keeps
 #: besides its turn lock (anyio's semaphore: 3 objects on asyncio, 6 on trio): 6 for its three
-#: messages and their ids, 1 usage, 7 for the history (list, callbacks), 9 for the logs' record
+#: messages and their ids, 1 usage, 7 for the history (list, callbacks), 6 for the logs' record
 #: of the model call, 2 for the Branch and its tool registry
-TRACKED_PER_CONVERSATION = 25
+TRACKED_PER_CONVERSATION = 22
 
 
 async def _conversations(count: int) -> list[Branch]:
