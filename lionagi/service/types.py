@@ -84,24 +84,28 @@ class ModelResponse(BaseModel):
     attempts: int = 1
 
 
-class TextDelta(BaseModel):
+class _Chunk(BaseModel):
+    """Base of the stream chunk types: immutable, their schemas built on the first stream."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+
+class TextDelta(_Chunk):
     """A piece of reply text. ``complete=True`` marks the end of one text block (agentic CLIs
     send whole blocks), so a consumer can commit the text gathered so far as one message."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["text"] = "text"
     text: str
     complete: bool = False
 
 
-class ToolCallDelta(BaseModel):
+class ToolCallDelta(_Chunk):
     """Part of a tool call. ``index`` groups deltas; ``id``/``name`` arrive once, ``arguments``
     is a fragment of the JSON argument text. A provider that receives whole tool calls sends one
     delta holding all of it. A provider that sends no call id gets one made up
     (``call_<index>``) on the first delta, so every delta and the final call agree.
     ``provider_fields`` are fields to send back with the call (see ``ToolCall``)."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["tool_call"] = "tool_call"
     index: int = 0
     id: str | None = None
@@ -110,48 +114,43 @@ class ToolCallDelta(BaseModel):
     provider_fields: dict[str, JsonValue] | None = None
 
 
-class ToolResultEvent(BaseModel):
+class ToolResultEvent(_Chunk):
     """A tool result produced on the provider's side (agentic CLIs run their own tools)."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["tool_result"] = "tool_result"
     call_id: str
     output: JsonValue = None
     is_error: bool = False
 
 
-class ReasoningDelta(BaseModel):
+class ReasoningDelta(_Chunk):
     """A piece of reasoning text as the provider streams it: Anthropic ``thinking_delta``,
     ``reasoning_content`` (or ``reasoning``) of OpenAI-compatible servers, Responses reasoning
     text and summary deltas. For live views only: the reasoning is recorded from the finished
     block (a :class:`ReasoningEvent`, or the final response), whose ``text`` is exactly the
     concatenation of its deltas. Signatures and encrypted content are never streamed."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["reasoning_delta"] = "reasoning_delta"
     text: str
 
 
-class ReasoningEvent(BaseModel):
+class ReasoningEvent(_Chunk):
     """A finished reasoning block (sent when the block ends, before what follows it)."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["reasoning"] = "reasoning"
     reasoning: Reasoning
 
 
-class UsageChunk(BaseModel):
+class UsageChunk(_Chunk):
     """Usage reported during a stream."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["usage"] = "usage"
     usage: Usage
 
 
-class FinalChunk(BaseModel):
+class FinalChunk(_Chunk):
     """Last chunk of a stream: the assembled response."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)  # built on the first stream
     type: Literal["final"] = "final"
     response: ModelResponse
 
