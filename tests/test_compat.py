@@ -74,3 +74,22 @@ def test_spawn_threadsafe_after_the_loop_ended_reports_false() -> None:
 
         token = anyio.run(grab, backend=backend)
         assert spawn_threadsafe(token, never) is False
+
+
+async def test_current_task_is_the_running_task_by_anyio_id() -> None:
+    from lionagi._compat import current_task
+
+    seen: dict[str, tuple[object, int]] = {}
+
+    async def child(name: str) -> None:
+        seen[name] = (current_task(), anyio.get_current_task().id)
+
+    mine = current_task()
+    assert id(mine) == anyio.get_current_task().id
+    assert current_task() is mine  # the same object for the whole life of the task
+    async with anyio.create_task_group() as group:
+        group.start_soon(child, "a")
+        group.start_soon(child, "b")
+    for task, task_id in seen.values():
+        assert id(task) == task_id
+    assert len({id(task) for task, _ in seen.values()} | {id(mine)}) == 3

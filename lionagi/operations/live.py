@@ -243,7 +243,7 @@ def operate_stream(branch: Branch, params: OperateParams) -> TurnStream[StreamEv
         return _operate_events(turn, scope)
 
     return stream_in_turn(
-        branch, model=params.chat_model, invoke=invoke, operation="operate_stream"
+        branch, model=params.chat_model, invoke=invoke, operation="operate_stream", nests=False
     )
 
 
@@ -391,7 +391,9 @@ def react_events(branch: Branch, params: ReActParams) -> TurnStream[StreamEvent]
     def invoke(scope: TurnScope) -> AsyncIterator[StreamEvent]:
         return _react_rounds(branch, scope, params)
 
-    return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation="ReActStream")
+    return stream_in_turn(
+        branch, model=params.chat_model, invoke=invoke, operation="ReActStream", nests=False
+    )
 
 
 def _operate_defaults(branch: Branch) -> Mapping[str, Any]:
@@ -506,7 +508,7 @@ def communicate_stream(branch: Branch, params: CommunicateParams) -> TurnStream[
         )
 
     return stream_in_turn(
-        branch, model=params.chat_model, invoke=invoke, operation="communicate_stream"
+        branch, model=params.chat_model, invoke=invoke, operation="communicate_stream", nests=False
     )
 
 

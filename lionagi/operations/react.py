@@ -163,4 +163,6 @@ def ReActStream(branch: Branch, params: ReActParams) -> TurnStream[Any]:
     def invoke(scope: TurnScope) -> AsyncIterator[Any]:
         return _rounds(branch, scope, params)
 
-    return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation="ReActStream")
+    return stream_in_turn(
+        branch, model=params.chat_model, invoke=invoke, operation="ReActStream", nests=False
+    )

@@ -106,7 +106,9 @@ def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[_Ite
     def invoke(scope: TurnScope) -> AsyncIterator[_Item]:
         return _RunTurn(branch, scope, message, params, events).items()
 
-    return stream_in_turn(branch, model=params.chat_model, invoke=invoke, operation=operation)
+    return stream_in_turn(
+        branch, model=params.chat_model, invoke=invoke, operation=operation, nests=False
+    )
 
 
 @dataclass(slots=True, eq=False)

@@ -18,8 +18,9 @@ shares the context and owns nothing. So is a call made between two items of a st
 task that iterates the stream (its *consumer*): it is registered as nested work, the next item
 waits for it, and closing the stream cancels and awaits it.
 
-A stream turn runs its body one step per item. Each step has its own task group, so no task group
-or cancel scope is open across the hand-over of an item (PEP 789): :class:`TurnStream` is a plain
+A stream turn runs its body one step per item. Each step has its own task group (or, when nothing
+in it can start nested work, only a cancel scope), so no task group or cancel scope is open
+across the hand-over of an item (PEP 789): :class:`TurnStream` is a plain
 object, not an async generator, and it hands an item out only after the step's nested work was
 joined and its message signals were delivered. A stream dropped while its turn is open is
 *abandoned*: nothing can join it any more, and it is finalized (``RunEnd``, lock released) on the
@@ -43,7 +44,7 @@ from anyio.abc import TaskGroup
 from anyio.lowlevel import EventLoopToken, cancel_shielded_checkpoint, current_token
 
 from lionagi import _instrument
-from lionagi._compat import spawn_detached, spawn_threadsafe
+from lionagi._compat import current_task, spawn_detached, spawn_threadsafe
 from lionagi._ids import new_id
 from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope, _Outcome
@@ -125,32 +126,37 @@ def _unwrap(outcome: StepOutcome[T]) -> T:
 class StepGroup:
     """The task group of one step (or of one call that joined a stream turn between items):
     nested work started there is its children. ``group`` is None for a step run without one
-    (an operation that starts no nested work, on a Branch with no observer or provider)."""
+    (an operation that starts no nested work, on a Branch with no observer or provider).
+    ``cancel_scope`` is what cancels the step (the group's own scope, or for a stream step
+    without a group a scope of its own); None for a coroutine step without a group."""
 
     group: TaskGroup | None
     task_id: int  # the task that opened it; alive (so the id is unique) while the group is open
+    cancel_scope: anyio.CancelScope | None = None
     started: set[TaskHandle] = field(default_factory=set)
     open: bool = True
 
 
 @dataclass(slots=True, eq=False)
 class StreamConsumer:
-    """The task iterating a stream turn, held as a weak reference to the task's coroutine: an
-    identity that can never be reused by another task (a task id can, once its task is freed).
+    """The task iterating a stream turn, held as a weak reference to the task: an identity that
+    can never be reused by another task (a task id can, once its task is freed).
     Tasks the consumer starts are other tasks: they queue for the Branch like anyone else."""
 
-    task: weakref.ref[Any] | None = None
+    task: weakref.ref[object] | None = None
     joinable: bool = False  # True only between items of a live, not abandoned, stream
     closed: bool = False
 
-    def bind(self) -> None:
-        """Make the calling task the consumer (the task that asked for the latest item)."""
-        coro = anyio.get_current_task().coro
-        if self.task is None or self.task() is not coro:
-            self.task = weakref.ref(coro)
+    def bind(self) -> int:
+        """Make the calling task the consumer (the task that asked for the latest item); its
+        id (anyio's ``TaskInfo.id``)."""
+        task = current_task()
+        if self.task is None or self.task() is not task:
+            self.task = weakref.ref(task)
+        return id(task)
 
     def is_current(self) -> bool:
-        return self.task is not None and self.task() is anyio.get_current_task().coro
+        return self.task is not None and self.task() is current_task()
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,9 +403,14 @@ async def _in_step_group(
     *,
     ends_turn: bool,
     grouped: bool = True,
+    cancellable: bool = False,
+    task_id: int | None = None,
 ) -> StepOutcome[T]:
     """Run ``body`` in a task group that owns the nested work it starts (``grouped``), or
-    without one for a step that cannot start nested work (see :func:`run_in_turn`).
+    without one for a step that cannot start nested work (see :func:`run_in_turn`). A
+    ``cancellable`` step (a stream's, which ``aclose()`` from another task may stop) without a
+    group gets a cancel scope of its own; with a group, the group's scope is the step's.
+    ``task_id`` is the calling task's id when the caller knows it.
 
     On the way out, unfinished nested work is cancelled and awaited and message signals are
     drained, shielded from cancellation. The body's exception (or a cancellation delivered at the
@@ -410,15 +421,22 @@ async def _in_step_group(
     step: StepGroup | None = None
     outcome: StepOutcome[T] | None = None
     error: BaseException | None = None
+    if task_id is None:
+        task_id = id(current_task())
     try:
         if grouped:
             async with anyio.create_task_group() as group:
-                step = StepGroup(group, anyio.get_current_task().id)
+                step = StepGroup(group, task_id, group.cancel_scope)
                 outcome = await _run_step(branch, scope, step, body, ends_turn)
         else:
-            step = StepGroup(None, anyio.get_current_task().id)
-            outcome = await _run_step(branch, scope, step, body, ends_turn)
-            if outcome.error is not None:
+            if cancellable:
+                with anyio.CancelScope() as cancel_scope:
+                    step = StepGroup(None, task_id, cancel_scope)
+                    outcome = await _run_step(branch, scope, step, body, ends_turn)
+            else:
+                step = StepGroup(None, task_id)
+                outcome = await _run_step(branch, scope, step, body, ends_turn)
+            if outcome is not None and outcome.error is not None:
                 # the event loop holds a cancellation it delivered (with its traceback, so the
                 # turn's frames) until the task next yields; a task group's exit would yield here
                 await cancel_shielded_checkpoint()
@@ -509,19 +527,22 @@ def _is_turn_task(context: TurnExecutionContext) -> bool:
         return True
     binding = _active_turn_var.get()
     step = None if binding is None else binding.step
-    return step is not None and step.open and step.task_id == anyio.get_current_task().id
+    return step is not None and step.open and step.task_id == id(current_task())
 
 
 # -- the top-level turn -----------------------------------------------------------------------
 class _Turn:
     """One top-level turn between lock acquisition and release. Internal to this module."""
 
-    __slots__ = ("_released", "branch", "context", "lock", "scope", "started")
+    __slots__ = ("_released", "branch", "context", "grouped", "lock", "scope", "started")
 
-    def __init__(self, branch: Branch, context: TurnExecutionContext, lock: Any) -> None:
+    def __init__(
+        self, branch: Branch, context: TurnExecutionContext, lock: Any, grouped: bool
+    ) -> None:
         self.branch = branch
         self.context = context
         self.lock = lock
+        self.grouped = grouped  # whether its steps run in a task group (see _grouped)
         self.scope = TurnScope(context, owns_lifecycle=True)
         self.started = time.perf_counter()
         self._released = False
@@ -533,6 +554,7 @@ class _Turn:
         model: iModel | None,
         role: ModelRole,
         operation: str | None,
+        nests: bool = True,
     ) -> _Turn:
         lock = branch._turn_lock.get()
         await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
@@ -558,7 +580,7 @@ class _Turn:
         except BaseException:
             lock.release()
             raise
-        return cls(branch, context, lock)
+        return cls(branch, context, lock, _grouped(branch, nests))
 
     async def step(
         self,
@@ -566,17 +588,25 @@ class _Turn:
         *,
         first: bool,
         ends_turn: bool,
-        grouped: bool = True,
+        cancellable: bool = False,
+        task_id: int | None = None,
     ) -> StepOutcome[T]:
         """Run one step of the turn (the first one emits ``RunStart`` before the body)."""
+        run = body
+        if first:
 
-        async def run() -> T:
-            if first:
+            async def run() -> T:
                 await self._emit_start()
-            return await body()
+                return await body()
 
         return await _in_step_group(
-            self.branch, self.scope, run, ends_turn=ends_turn, grouped=grouped
+            self.branch,
+            self.scope,
+            run,
+            ends_turn=ends_turn,
+            grouped=self.grouped,
+            cancellable=cancellable,
+            task_id=task_id,
         )
 
     async def finish(
@@ -599,7 +629,9 @@ class _Turn:
                 return
             with anyio.CancelScope(shield=True):
                 if close is not None:
-                    closed = await _in_step_group(self.branch, self.scope, close, ends_turn=True)
+                    closed = await _in_step_group(
+                        self.branch, self.scope, close, ends_turn=True, grouped=self.grouped
+                    )
                     if closed.error is not None and outcome.error is None:
                         logger.error("closing stream turn %s failed", context.turn_id)
                 await _drain_signals(context)  # signals raised after the step closed are ours
@@ -703,12 +735,9 @@ async def run_in_turn(
     entry, nested = _classify(branch)
     if nested is not None:
         return await _run_nested(branch, entry, nested, lambda: invoke(nested))
-    turn = await _Turn.begin(branch, model, role, operation)
-    grouped = nests or branch.observer is not None or branch.context_providers is not None
+    turn = await _Turn.begin(branch, model, role, operation, nests)
     try:
-        outcome = await turn.step(
-            lambda: invoke(turn.scope), first=True, ends_turn=True, grouped=grouped
-        )
+        outcome = await turn.step(lambda: invoke(turn.scope), first=True, ends_turn=True)
         await turn.finish(outcome)
     finally:
         turn.release()
@@ -716,6 +745,12 @@ async def run_in_turn(
         return _unwrap(outcome)
     finally:
         del outcome  # it holds the error, whose traceback holds this frame: no cycle
+
+
+def _grouped(branch: Branch, nests: bool) -> bool:
+    """Whether a turn's steps need a task group: its body starts nested work (``nests``), or
+    user code runs inside it that could (an observer's handlers, context providers)."""
+    return nests or branch.observer is not None or branch.context_providers is not None
 
 
 class _StreamDriver(Generic[T]):
@@ -729,12 +764,12 @@ class _StreamDriver(Generic[T]):
         "_items",
         "_loop",
         "_scope",
-        "_step_scope",
         "_turn",
         "branch",
         "consumer",
         "invoke",
         "model",
+        "nests",
         "operation",
         "role",
         "state",
@@ -747,12 +782,14 @@ class _StreamDriver(Generic[T]):
         invoke: Callable[[TurnScope], AsyncIterator[T]],
         role: ModelRole,
         operation: str | None,
+        nests: bool = True,
     ) -> None:
         self.branch = branch
         self.model = model
         self.invoke = invoke
         self.role = role
         self.operation = operation
+        self.nests = nests
         self.state = DriverState.NOT_STARTED
         self.consumer = StreamConsumer()
         self._turn: _Turn | None = None
@@ -760,7 +797,6 @@ class _StreamDriver(Generic[T]):
         self._entry = _Entry.TOP_LEVEL
         self._items: AsyncIterator[T] | None = None
         self._loop: EventLoopToken | None = None
-        self._step_scope: anyio.CancelScope | None = None
         self._close_requested = False
         self._closed: anyio.Event | None = None
 
@@ -771,7 +807,7 @@ class _StreamDriver(Generic[T]):
             raise RuntimeError("this stream is already being iterated by another task")
         if state in (DriverState.FINALIZING, DriverState.CLOSED):
             raise StopAsyncIteration
-        self.consumer.bind()
+        task_id = self.consumer.bind()
         if state is DriverState.NOT_STARTED:
             try:
                 entry, nested = _classify(self.branch)
@@ -780,7 +816,7 @@ class _StreamDriver(Generic[T]):
                 else:
                     self._loop = current_token()
                     self._turn = await _Turn.begin(
-                        self.branch, self.model, self.role, self.operation
+                        self.branch, self.model, self.role, self.operation, self.nests
                     )
                     self._turn.context.consumer = self.consumer
             except BaseException:  # cancelled while waiting, or no model: nothing started
@@ -793,17 +829,17 @@ class _StreamDriver(Generic[T]):
             return await self._next_nested(self._entry, self._scope)
         self.state = DriverState.IN_STEP
         self.consumer.joinable = False
-        scope = self._step_scope = anyio.CancelScope()
         try:
-            with scope:
-                outcome = await turn.step(
-                    self._advance, first=state is DriverState.NOT_STARTED, ends_turn=False
-                )
+            outcome = await turn.step(
+                self._advance,
+                first=state is DriverState.NOT_STARTED,
+                ends_turn=False,
+                cancellable=True,
+                task_id=task_id,
+            )
         except BaseException:  # the step itself never raises; guard the invariant anyway
             await self._finish(StepOutcome(error=None))
             raise
-        finally:
-            self._step_scope = None
         if self._close_requested:  # aclose() from another task cancelled this step
             await self._finish(StepOutcome())
             raise StopAsyncIteration
@@ -863,9 +899,11 @@ class _StreamDriver(Generic[T]):
         # IN_STEP in another task, or FINALIZING: stop the step, wait for the turn to end
         if self._closed is None:
             self._closed = anyio.Event()
-        if state is DriverState.IN_STEP and self._step_scope is not None:
+        if state is DriverState.IN_STEP:
             self._close_requested = True
-            self._step_scope.cancel()
+            step = self._turn.context.step_group
+            if step is not None and step.cancel_scope is not None:
+                step.cancel_scope.cancel()
         binding = _active_turn_var.get()
         if binding is not None and binding.scope.context is self._turn.context:
             return  # called from the turn's own work: waiting for the step would deadlock
@@ -981,6 +1019,7 @@ def stream_in_turn(
     invoke: Callable[[TurnScope], AsyncIterator[T]],
     role: ModelRole = "chat",
     operation: str | None = None,
+    nests: bool = True,
 ) -> TurnStream[T]:
     """Iterate ``invoke(scope)`` as one turn of ``branch``, holding the turn until the end.
 
@@ -988,5 +1027,10 @@ def stream_in_turn(
     ``StopStream``, ``aclose()``, leaving its ``async with`` block and dropping it end the turn
     with ``RunEnd``; an exception or cancellation with ``RunFailed`` (re-raised). The body's own
     generator is closed before the terminal signal.
+
+    Each item is one step of the turn. ``nests=False`` declares that the body starts no nested
+    work (no ``scope.start_soon``); as for :func:`run_in_turn`, the steps then run without a
+    task group when nothing else in the turn could start any. Every step has one cancel scope
+    (the group's, or its own), which ``aclose()`` from another task cancels.
     """
-    return TurnStream(_StreamDriver(branch, model, invoke, role, operation))
+    return TurnStream(_StreamDriver(branch, model, invoke, role, operation, nests))

@@ -913,3 +913,96 @@ async def test_nested_work_in_a_turn_without_a_task_group_is_refused_clearly() -
     assert len(refused) == 1
     assert "(chat)" in refused[0]
     assert_idle(branch)
+
+
+# -- stream steps: the scopes each item opens ------------------------------------------------
+class _OpenedScopes:
+    """Counts the cancel scopes and task groups the turn driver opens (through ``anyio``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.scopes = 0
+        self.groups = 0
+        real_scope, real_group = anyio.CancelScope, anyio.create_task_group
+
+        def scope(*args: Any, **kwargs: Any) -> anyio.CancelScope:
+            self.scopes += 1
+            return real_scope(*args, **kwargs)
+
+        def group() -> anyio.abc.TaskGroup:
+            self.groups += 1
+            return real_group()
+
+        monkeypatch.setattr(anyio, "CancelScope", scope)
+        monkeypatch.setattr(anyio, "create_task_group", group)
+
+
+def _pieces_model(count: int) -> FunctionModel:
+    return FunctionModel(lambda messages, **options: "", stream=lambda m, **o: ["x"] * count)
+
+
+async def _stream_deltas(branch: Branch) -> int:
+    async with branch.stream("go") as events:
+        return sum([1 async for _ in events])
+
+
+@pytest.mark.parametrize("setup", ["plain", "observer"])
+async def test_each_item_of_a_stream_turn_opens_one_cancel_scope_and_no_task_group_of_its_own(
+    setup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live event is one step of the stream turn. A step of an operation that starts no nested
+    work, on a Branch where no user code could, opens no task group: one cancel scope, which
+    aclose() from another task cancels. With a task group, the group's scope is the step's."""
+    counts: dict[int, tuple[int, int, int]] = {}
+    for chunks in (4, 12):
+        branch = Session().new_branch() if setup == "observer" else Branch()
+        branch.chat_model = _pieces_model(chunks)
+        opened = _OpenedScopes(monkeypatch)
+        items = await _stream_deltas(branch)
+        counts[chunks] = (items, opened.scopes, opened.groups)
+        monkeypatch.undo()
+        assert_idle(branch)
+    (items_a, scopes_a, groups_a), (items_b, scopes_b, groups_b) = counts[4], counts[12]
+    extra_items = items_b - items_a
+    assert extra_items == 8
+    if setup == "plain":
+        assert (scopes_b - scopes_a, groups_b - groups_a) == (extra_items, 0)
+    else:
+        assert (scopes_b - scopes_a, groups_b - groups_a) == (0, extra_items)
+
+
+async def test_aclose_from_another_task_stops_a_library_stream_waiting_for_the_model() -> None:
+    """The step without a task group keeps a cancel scope of its own: closing the stream from
+    another task while the consumer waits inside an item (here for the model's next chunk)
+    cancels that item, closes the model stream and ends the turn with RunEnd."""
+    waiting = anyio.Event()
+    closed: list[str] = []
+
+    async def pieces(messages: Any, **options: Any) -> AsyncIterator[str]:
+        try:
+            yield "first"
+            waiting.set()
+            await anyio.sleep_forever()
+            yield "never"  # pragma: no cover
+        finally:
+            closed.append("model stream closed")
+
+    branch = Branch(chat_model=FunctionModel(lambda messages, **options: "", stream=pieces))
+    got: list[Any] = []
+    stream = branch.stream("go")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+
+            async def consume() -> None:
+                got.extend([event async for event in stream])
+
+            group.start_soon(consume)
+            await waiting.wait()
+            step = branch._active_turn_context.step_group  # type: ignore[union-attr]
+            assert step is not None
+            assert step.group is None
+            assert step.cancel_scope is not None
+            await stream.aclose()
+    assert [type(event).__name__ for event in got] == ["TextDeltaEvent"]
+    assert closed == ["model stream closed"]
+    assert len(branch.msgs) == 0  # no half reply, and no instruction without one
+    assert_idle(branch)
