@@ -192,14 +192,14 @@ TURN_NOTE = (
     "The library model call is one request through iModel (the model's timeout scope) plus two "
     "pydantic messages. A chat_and_record turn adds the FIFO lock, the turn context and its id, "
     "and the operation's parameters; it opens no task group (chat, chat_and_record and "
-    "communicate start no nested work, and a Branch with no observer or provider runs no user "
-    "code in the turn) and no shielded cancel scope."
+    "communicate start no nested work) and no shielded cancel scope."
 )
 OBSERVER_NOTE = (
-    "With an observer a turn also opens its task group, builds RunStart, two MessageAdded and "
-    "RunEnd (pydantic models) and calls the handlers; message signals are delivered from the "
-    "turn's own task at the end of the step (no task per message) and no shielded cancel scope "
-    "is opened for synchronous handlers."
+    "With an observer a turn also builds RunStart, two MessageAdded and RunEnd (pydantic "
+    "models) and calls the handlers; it opens no task group either (the operation starts no "
+    "nested work, observed or not), message signals are delivered from the turn's own task at "
+    "the end of the step (no task per message) and no shielded cancel scope is opened for "
+    "synchronous handlers."
 )
 
 

@@ -93,3 +93,20 @@ async def test_current_task_is_the_running_task_by_anyio_id() -> None:
     for task, task_id in seen.values():
         assert id(task) == task_id
     assert len({id(task) for task, _ in seen.values()} | {id(mine)}) == 3
+
+
+async def test_a_new_cancel_scope_cancels_what_runs_in_it_and_nests_with_anyio_scopes() -> None:
+    from lionagi._compat import new_cancel_scope
+
+    reached: list[str] = []
+    scope = new_cancel_scope()
+    with anyio.CancelScope() as outer:
+        with scope:
+            with anyio.CancelScope():
+                scope.cancel()
+                await anyio.sleep_forever()
+            reached.append("not here")  # pragma: no cover
+        reached.append("after")
+    assert reached == ["after"]
+    assert not outer.cancel_called
+    assert scope.cancel_called  # type: ignore[attr-defined]

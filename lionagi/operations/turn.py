@@ -18,8 +18,8 @@ shares the context and owns nothing. So is a call made between two items of a st
 task that iterates the stream (its *consumer*): it is registered as nested work, the next item
 waits for it, and closing the stream cancels and awaits it.
 
-A stream turn runs its body one step per item. Each step has its own task group (or, when nothing
-in it can start nested work, only a cancel scope), so no task group or cancel scope is open
+A stream turn runs its body one step per item. Each step has its own task group (or, when its
+body starts no nested work, only a cancel scope), so no task group or cancel scope is open
 across the hand-over of an item (PEP 789): :class:`TurnStream` is a plain
 object, not an async generator, and it hands an item out only after the step's nested work was
 joined and its message signals were delivered. A stream dropped while its turn is open is
@@ -44,7 +44,13 @@ from anyio.abc import TaskGroup
 from anyio.lowlevel import EventLoopToken, cancel_shielded_checkpoint, current_token
 
 from lionagi import _instrument
-from lionagi._compat import current_task, spawn_detached, spawn_threadsafe
+from lionagi._compat import (
+    CancelHandle,
+    current_task,
+    new_cancel_scope,
+    spawn_detached,
+    spawn_threadsafe,
+)
 from lionagi._ids import new_id
 from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope, _Outcome
@@ -126,13 +132,13 @@ def _unwrap(outcome: StepOutcome[T]) -> T:
 class StepGroup:
     """The task group of one step (or of one call that joined a stream turn between items):
     nested work started there is its children. ``group`` is None for a step run without one
-    (an operation that starts no nested work, on a Branch with no observer or provider).
+    (an operation that starts no nested work).
     ``cancel_scope`` is what cancels the step (the group's own scope, or for a stream step
     without a group a scope of its own); None for a coroutine step without a group."""
 
     group: TaskGroup | None
     task_id: int  # the task that opened it; alive (so the id is unique) while the group is open
-    cancel_scope: anyio.CancelScope | None = None
+    cancel_scope: anyio.CancelScope | CancelHandle | None = None
     started: set[TaskHandle] = field(default_factory=set)
     open: bool = True
 
@@ -430,7 +436,8 @@ async def _in_step_group(
                 outcome = await _run_step(branch, scope, step, body, ends_turn)
         else:
             if cancellable:
-                with anyio.CancelScope() as cancel_scope:
+                cancel_scope = new_cancel_scope()
+                with cancel_scope:
                     step = StepGroup(None, task_id, cancel_scope)
                     outcome = await _run_step(branch, scope, step, body, ends_turn)
             else:
@@ -542,7 +549,7 @@ class _Turn:
         self.branch = branch
         self.context = context
         self.lock = lock
-        self.grouped = grouped  # whether its steps run in a task group (see _grouped)
+        self.grouped = grouped  # whether its steps run in a task group (the body nests)
         self.scope = TurnScope(context, owns_lifecycle=True)
         self.started = time.perf_counter()
         self._released = False
@@ -580,7 +587,7 @@ class _Turn:
         except BaseException:
             lock.release()
             raise
-        return cls(branch, context, lock, _grouped(branch, nests))
+        return cls(branch, context, lock, nests)
 
     async def step(
         self,
@@ -727,10 +734,12 @@ async def run_in_turn(
     after the start, the turn ends with ``RunFailed`` (shielded finalization) and the
     cancellation propagates.
 
-    ``nests=False`` declares that the body starts no nested work (no ``scope.start_soon``).
-    When the Branch also has no observer and no context provider (no user code runs inside the
-    turn that could), the turn runs without a task group, which is what an anyio task group
-    costs a short turn; ``scope.start_soon`` then raises ConfigurationError.
+    ``nests=False`` declares that the body starts no nested work (no ``scope.start_soon``): the
+    turn then runs without a task group, which is what an anyio task group costs a short turn.
+    ``scope.start_soon`` from code running inside such a turn (an observer's handler, a context
+    provider, a tool, a model function) raises ConfigurationError; that code starts concurrent
+    work in a task group of its own. The library's operations that start no nested work (chat,
+    chat_and_record, communicate and the stream operations) pass it.
     """
     entry, nested = _classify(branch)
     if nested is not None:
@@ -745,12 +754,6 @@ async def run_in_turn(
         return _unwrap(outcome)
     finally:
         del outcome  # it holds the error, whose traceback holds this frame: no cycle
-
-
-def _grouped(branch: Branch, nests: bool) -> bool:
-    """Whether a turn's steps need a task group: its body starts nested work (``nests``), or
-    user code runs inside it that could (an observer's handlers, context providers)."""
-    return nests or branch.observer is not None or branch.context_providers is not None
 
 
 class _StreamDriver(Generic[T]):
@@ -1030,7 +1033,7 @@ def stream_in_turn(
 
     Each item is one step of the turn. ``nests=False`` declares that the body starts no nested
     work (no ``scope.start_soon``); as for :func:`run_in_turn`, the steps then run without a
-    task group when nothing else in the turn could start any. Every step has one cancel scope
-    (the group's, or its own), which ``aclose()`` from another task cancels.
+    task group. Every step has one cancel scope (the group's, or its own), which ``aclose()``
+    from another task cancels.
     """
     return TurnStream(_StreamDriver(branch, model, invoke, role, operation, nests))

@@ -81,7 +81,7 @@ class Observer:
         for handler in self.handlers_for(type(signal)):
             try:
                 outcome = handler(signal, self.session)
-                if inspect.isawaitable(outcome):
+                if outcome is not None and inspect.isawaitable(outcome):
                     if shielded:
                         with CancelScope(shield=True):
                             await outcome

@@ -11,6 +11,7 @@ import pytest
 from anyio.lowlevel import checkpoint
 
 from lionagi.errors import ConfigurationError
+from lionagi.operations import turn as turn_module
 from lionagi.operations.turn import (
     TurnFinalizingError,
     _active_turn_var,
@@ -863,11 +864,9 @@ async def _block(branch: Any, instruction: Any) -> str:
 
 
 @pytest.mark.parametrize("setup", ["plain", "observer", "provider"])
-async def test_chat_runs_without_a_task_group_only_when_nothing_can_start_nested_work(
-    setup: str,
-) -> None:
-    """chat, chat_and_record and communicate start no nested work; with no observer handler or
-    context provider running user code inside the turn they need no task group."""
+async def test_chat_runs_without_a_task_group_observed_or_not(setup: str) -> None:
+    """chat, chat_and_record and communicate start no nested work, so they need no task group,
+    also when an observer's handlers or a context provider run user code inside the turn."""
     branch_ref: list[Any] = []
     seen: list[bool] = []
     model = _group_probe(branch_ref, seen)
@@ -881,7 +880,35 @@ async def test_chat_runs_without_a_task_group_only_when_nothing_can_start_nested
     await branch.chat("a")
     await branch.chat_and_record("b")
     await branch.communicate("c")
-    assert seen == [setup != "plain"] * 3
+    assert seen == [False] * 3
+    assert_idle(branch)
+
+
+async def test_a_handler_that_starts_nested_work_in_a_turn_without_a_task_group_is_refused() -> (
+    None
+):
+    """User code inside an operation that starts no nested work (here a RunStart handler) gets
+    a clear ConfigurationError from start_soon; the turn itself ends normally."""
+    session = Session()
+    branch = session.new_branch(chat_model=echo_model())
+    refused: list[str] = []
+    ends: list[Any] = []
+
+    def on_start(signal: RunStart, _session: Any) -> None:
+        scope = current_scope(branch)
+        assert scope is not None
+        with pytest.raises(ConfigurationError, match="without a task group") as caught:
+            scope.start_soon(checkpoint)
+        refused.append(str(caught.value))
+
+    session.observe(RunStart, on_start)
+    session.observe(RunEnd, lambda signal, _session: ends.append(signal))
+    await branch.chat_and_record("a")
+    assert len(refused) == 1
+    assert "(chat_and_record)" in refused[0]
+    assert "task group you own" in refused[0]
+    assert len(ends) == 1
+    assert len(branch.msgs) == 2
     assert_idle(branch)
 
 
@@ -917,16 +944,24 @@ async def test_nested_work_in_a_turn_without_a_task_group_is_refused_clearly() -
 
 # -- stream steps: the scopes each item opens ------------------------------------------------
 class _OpenedScopes:
-    """Counts the cancel scopes and task groups the turn driver opens (through ``anyio``)."""
+    """Counts the cancel scopes and task groups the turn driver opens (through ``anyio``, or a
+    native scope through ``lionagi._compat``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.scopes = 0
         self.groups = 0
         real_scope, real_group = anyio.CancelScope, anyio.create_task_group
+        real_native = turn_module.new_cancel_scope  # type: ignore[attr-defined]
 
         def scope(*args: Any, **kwargs: Any) -> anyio.CancelScope:
             self.scopes += 1
             return real_scope(*args, **kwargs)
+
+        def native() -> Any:
+            self.scopes += 1
+            return real_native()
+
+        monkeypatch.setattr(turn_module, "new_cancel_scope", native)
 
         def group() -> anyio.abc.TaskGroup:
             self.groups += 1
@@ -950,8 +985,8 @@ async def test_each_item_of_a_stream_turn_opens_one_cancel_scope_and_no_task_gro
     setup: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A live event is one step of the stream turn. A step of an operation that starts no nested
-    work, on a Branch where no user code could, opens no task group: one cancel scope, which
-    aclose() from another task cancels. With a task group, the group's scope is the step's."""
+    work opens no task group, observed or not: one cancel scope, which aclose() from another
+    task cancels."""
     counts: dict[int, tuple[int, int, int]] = {}
     for chunks in (4, 12):
         branch = Session().new_branch() if setup == "observer" else Branch()
@@ -964,10 +999,32 @@ async def test_each_item_of_a_stream_turn_opens_one_cancel_scope_and_no_task_gro
     (items_a, scopes_a, groups_a), (items_b, scopes_b, groups_b) = counts[4], counts[12]
     extra_items = items_b - items_a
     assert extra_items == 8
-    if setup == "plain":
-        assert (scopes_b - scopes_a, groups_b - groups_a) == (extra_items, 0)
-    else:
-        assert (scopes_b - scopes_a, groups_b - groups_a) == (0, extra_items)
+    assert (scopes_b - scopes_a, groups_b - groups_a) == (extra_items, 0)
+
+
+async def test_a_custom_stream_body_keeps_a_task_group_per_item_and_no_extra_scope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream body of your own may start nested work in any item's step (here the first's):
+    each step has a task group, whose scope is the one aclose() from another task cancels."""
+    counts = []
+    for items in (3, 9):
+        branch = Branch(chat_model=echo_model())
+
+        async def body(scope: TurnScope, items: int = items) -> AsyncIterator[int]:
+            handle = scope.start_soon(_value, scope)
+            assert await handle.wait() == "value"
+            for index in range(items):
+                yield index
+
+        opened = _OpenedScopes(monkeypatch)
+        got = [item async for item in stream_in_turn(branch, model=None, invoke=body)]
+        counts.append((len(got), opened.scopes, opened.groups))
+        monkeypatch.undo()
+        assert_idle(branch)
+    (items_a, scopes_a, groups_a), (items_b, scopes_b, groups_b) = counts
+    assert items_b - items_a == 6
+    assert (scopes_b - scopes_a, groups_b - groups_a) == (0, 6)
 
 
 async def test_aclose_from_another_task_stops_a_library_stream_waiting_for_the_model() -> None:
