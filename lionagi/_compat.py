@@ -6,9 +6,10 @@ backend:
 - starting a task from synchronous code with no task group at hand (an out-of-turn message
   signal, or finalizing a stream turn whose stream object was dropped). Failures of such tasks
   are logged, never raised into the loop: on trio a system task that raises would end the run;
-- telling which task is running, cheaply: the turn driver asks at every item of a stream turn,
-  and ``anyio.get_current_task()`` builds a ``TaskInfo`` each time, a few times the cost of the
-  native lookup (:func:`current_task`);
+- telling which task and which event loop are running, cheaply: the turn driver asks at every
+  item of a stream turn and at every turn, and ``anyio.get_current_task()`` and
+  ``anyio.lowlevel.current_token()`` build an object each time, a few times the cost of the
+  native lookup (:func:`current_task`, :func:`current_loop`);
 - a cancel scope at the native price (:func:`new_cancel_scope`): each item of a stream turn
   opens one, and on trio anyio's scope is a wrapper around trio's own that costs about 1.4x it.
 """
@@ -24,7 +25,14 @@ from typing import Any, Protocol
 from anyio import CancelScope, NoEventLoopError, get_cancelled_exc_class
 from anyio.lowlevel import EventLoopToken, current_token
 
-__all__ = ["CancelHandle", "current_task", "new_cancel_scope", "spawn_detached", "spawn_threadsafe"]
+__all__ = [
+    "CancelHandle",
+    "current_loop",
+    "current_task",
+    "new_cancel_scope",
+    "spawn_detached",
+    "spawn_threadsafe",
+]
 
 logger = logging.getLogger("lionagi")
 
@@ -53,6 +61,19 @@ def current_task() -> object:
     import trio
 
     return trio.lowlevel.current_task()
+
+
+def current_loop() -> object:
+    """The running event loop's native identity: the asyncio loop, or trio's run token (what
+    ``anyio.lowlevel.current_token().native_token`` is). Must be called from async code."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        loop = asyncio._get_running_loop()
+        if loop is not None:
+            return loop
+    import trio
+
+    return trio.lowlevel.current_trio_token()
 
 
 class CancelHandle(Protocol):

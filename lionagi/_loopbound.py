@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from anyio.lowlevel import current_token
+from lionagi._compat import current_loop
 
 __all__ = ["LoopBound"]
 
@@ -34,7 +34,7 @@ class LoopBound(Generic[T]):
 
     def get(self) -> T:
         """The primitive for the running event loop (must be called from async code)."""
-        loop = current_token().native_token
+        loop = current_loop()
         value = self._value
         if value is not None and loop is self._loop:
             return value

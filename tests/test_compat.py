@@ -110,3 +110,12 @@ async def test_a_new_cancel_scope_cancels_what_runs_in_it_and_nests_with_anyio_s
     assert reached == ["after"]
     assert not outer.cancel_called
     assert scope.cancel_called  # type: ignore[attr-defined]
+
+
+async def test_current_loop_is_the_native_token_of_the_running_loop() -> None:
+    from anyio.lowlevel import current_token
+
+    from lionagi._compat import current_loop
+
+    assert current_loop() is current_token().native_token
+    assert current_loop() is current_loop()

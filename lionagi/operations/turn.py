@@ -165,8 +165,8 @@ class StreamConsumer:
         return self.task is not None and self.task() is current_task()
 
 
-@dataclass(frozen=True, slots=True)
-class _ActiveTurnBinding:
+@dataclass(slots=True, eq=False)
+class _ActiveTurnBinding:  # not frozen: built at every step, and a frozen init costs more
     branch_id: UUID
     scope: TurnScope
     step: StepGroup | None = None
