@@ -3,7 +3,8 @@ iterating the model's stream directly.
 
 The direct path iterates ``model.stream(history)`` (the same iModel, so the same per-chunk
 timeout scope and offline provider). ``Branch.stream`` hands out each text delta as a live event
-from inside the turn (driver, one turn step per event, a control check, the segmenter);
+from inside the turn (driver, one turn step per event: a cancel scope, no task group; a control
+check, the segmenter);
 ``Branch.run`` hands out whole messages. Both record the reply. Runs alternate; ratios and
 differences are taken pair by pair, all paths measured side by side in one process run.
 
@@ -139,16 +140,19 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
 
 
 PER_DELTA_NOTE = (
-    "Every live event is one step of the stream turn (operations/turn.py): the step's task "
-    "group, its cancel scope and the turn binding, and the task group's exit checkpoint, a "
-    "second scheduler round trip per delta where the direct stream makes one. That is what "
-    "keeps a slow consumer slowing the model with nothing buffered; a step that opens no task "
-    "group when nothing in it can start nested work would remove most of the difference."
+    "Every live event is one step of the stream turn (operations/turn.py), which is how a slow "
+    "consumer slows the model with nothing buffered. A step of Branch.stream opens no task group "
+    "(the operation starts no nested work) and no checkpoint of its own: what it adds per delta "
+    "is one cancel scope (the one aclose() from another task cancels while the consumer waits "
+    "inside an item), the turn binding and the step's bookkeeping, the run body (segmenter, "
+    "control check, the event object) and the request log's wrapper around the model stream; "
+    "the direct stream pays the model's own per-chunk timeout scope and checkpoint only."
 )
 FIRST_NOTE = (
-    "The first event of a stream turn pays the turn's start: validating the call's parameters, "
-    "the FIFO lock, the turn context, the first step's task group, the request history and "
-    "RunStart; the direct path pays only the model stream's own start."
+    "The first event of a stream turn pays the turn's start: validating the call's parameters "
+    "and building the instruction, the FIFO lock (made on a new Branch's first turn), the turn "
+    "context, the first step's cancel scope, the request history, the request log's wrapper and "
+    "the segmenter; the direct path pays only the model stream's own start."
 )
 
 
