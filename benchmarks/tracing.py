@@ -238,9 +238,11 @@ def _counted_run(
     return done.stderr
 
 
-def _per_turn(src: Path, cache: Path, backend: str, mode: str) -> float:
+def _per_turn(
+    src: Path, cache: Path, backend: str, mode: str, window: tuple[int, int] = INSTRUCTION_TURNS
+) -> float:
     _counted_run(src, cache, 1, backend, mode, [])  # compiles and caches the bytecode
-    low, high = INSTRUCTION_TURNS
+    low, high = window
     tool = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
     counts = []
     for turns in (low, high):
@@ -250,7 +252,9 @@ def _per_turn(src: Path, cache: Path, backend: str, mode: str) -> float:
     return (counts[1] - counts[0]) / (high - low)
 
 
-def _instruction_counts(trees: dict[str, Path]) -> dict[str, Any]:
+def _instruction_counts(
+    trees: dict[str, Path], window: tuple[int, int] = INSTRUCTION_TURNS, workers: int = 2
+) -> dict[str, Any]:
     """Instructions per turn of every tree with tracing off, and of this tree traced."""
     variants = [(name, src, "off") for name, src in trees.items()]
     variants += [("now, traced (no-op API tracer)", ROOT, "noop")]
@@ -262,9 +266,9 @@ def _instruction_counts(trees: dict[str, Path]) -> dict[str, Any]:
         def count(job: tuple[str, str, Path, str]) -> float:
             backend, _, src, mode = job
             cache = Path(caches) / str(list(trees.values()).index(src))  # one per tree
-            return _per_turn(src, cache, backend, mode)
+            return _per_turn(src, cache, backend, mode, window)
 
-        with ThreadPoolExecutor(max_workers=2) as pool:  # each job runs its own processes
+        with ThreadPoolExecutor(max_workers=workers) as pool:  # each job runs its own processes
             per_job = {
                 (job[0], job[1]): n for job, n in zip(jobs, pool.map(count, jobs), strict=True)
             }
@@ -278,8 +282,10 @@ def _instruction_counts(trees: dict[str, Path]) -> dict[str, Any]:
     return results
 
 
-def _instructions_markdown(results: dict[str, Any], command: str) -> str:
-    low, high = INSTRUCTION_TURNS
+def _instructions_markdown(
+    results: dict[str, Any], command: str, window: tuple[int, int] = INSTRUCTION_TURNS
+) -> str:
+    low, high = window
     lines = [
         "# Tracing overhead in instructions per turn (callgrind)",
         "",
@@ -354,6 +360,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=SRC",
         help="with --instructions: another package tree to count (tracing off)",
     )
+    parser.add_argument(
+        "--turns",
+        default=",".join(map(str, INSTRUCTION_TURNS)),
+        metavar="LOW,HIGH",
+        help="with --instructions: the two runs' turn counts (a longer window amortizes the "
+        "garbage collector's full collections over more turns)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, help="with --instructions: variants counted at once"
+    )
     args = parser.parse_args(argv)
     if args.instructions:
         if args.baseline is None:
@@ -363,13 +379,18 @@ def main(argv: list[str] | None = None) -> int:
             name, _, src = item.partition("=")
             trees[name] = Path(src)
         trees["now"] = ROOT
-        counted = _instruction_counts(trees)
+        low, _, high = args.turns.partition(",")
+        window = (int(low), int(high))
+        counted = _instruction_counts(trees, window, args.workers)
         command = "python -m benchmarks.tracing --instructions --baseline <tree before the hooks>"
         command += "".join(f" --tree '{name}=<tree>'" for name in list(trees)[1:-1])
+        if window != INSTRUCTION_TURNS:
+            command += f" --turns {low},{high}"
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "tracing-instructions.json").write_text(json.dumps(counted, indent=2) + "\n")
-        (args.out / "tracing-instructions.md").write_text(_instructions_markdown(counted, command))
-        print(_instructions_markdown(counted, command))
+        text = _instructions_markdown(counted, command, window)
+        (args.out / "tracing-instructions.md").write_text(text)
+        print(text)
         return 0
     turns, batches, rounds = (200, 3, 1) if args.quick else (2000, 9, 5)
     results: dict[str, Any] = {"in_process": _in_process(turns, batches)}

@@ -350,3 +350,16 @@ async def test_a_records_request_options_are_dumped_masked(tmp_path: Path) -> No
     options = {"temperature": 0.5, "user": "u-1", "api_key": "**********"}
     assert tuned["request"]["options"] == options
     assert FAKE_KEY not in target.read_text(encoding="utf-8")
+
+
+async def test_a_streamed_model_call_is_one_record_with_its_reply() -> None:
+    branch = Branch(chat_model=FunctionModel(lambda messages, **options: "streamed reply"))
+    async with branch.stream("hi") as events:
+        async for _ in events:
+            pass
+    [log] = branch.logs
+    record = log.to_dict()
+    assert record["kind"] == "api_call"
+    assert record["request"]["last_message"]["instruction"] == "hi"
+    assert record["response"]["text"] == "streamed reply"
+    assert record["error"] is None
