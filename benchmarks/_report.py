@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import RESULTS, Config, environment
+from benchmarks._common import RESULTS, Config, environment, now
 
 
 def _cell(value: Any) -> str:
@@ -136,3 +136,22 @@ def write_results(
     json_path.write_text(json.dumps(document, indent=2, default=str) + "\n")
     md_path.write_text(markdown(document))
     return json_path, md_path
+
+
+def run_and_write(
+    module: str,
+    scenario: str,
+    argv: Sequence[str],
+    config: Config,
+    out: Path | None,
+    run: Callable[[], dict[str, Any]],
+) -> int:
+    """Run one scenario module's ``run()`` and write its result as ``scenario`` (what the
+    ``main()`` of a stand-alone benchmark module does once its arguments are parsed); 0."""
+    load_start = tuple(round(x, 2) for x in os.getloadavg())
+    started = now()
+    result = run()
+    write_results(
+        module, argv, {scenario: result}, config, out, now() - started, load_start=load_start
+    )
+    return 0

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import ROOT, Config, median, now, run_python, target
-from benchmarks._report import write_results
+from benchmarks._common import ROOT, Config, median, run_python, target
+from benchmarks._report import run_and_write
 
 PYDANTIC_FLOOR = (
     "import time; t = time.perf_counter(); import pydantic\n"
@@ -209,23 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     config = Config(quick=args.quick)
-    load_start = tuple(round(x, 2) for x in os.getloadavg())
-    started = now()
     base = None if args.base is None else args.base.resolve()
-    result = run(config, base)
     given = sys.argv[1:] if argv is None else argv
     # the base checkout's directory is this machine's; the description names its commit
     recorded = ["BASE" if base is not None and Path(a).resolve() == base else a for a in given]
-    write_results(
-        "benchmarks.cold",
-        recorded,
-        {"cold": result},
-        config,
-        args.out,
-        now() - started,
-        load_start=load_start,
+    return run_and_write(
+        "benchmarks.cold", "cold", recorded, config, args.out, lambda: run(config, base)
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 import tracemalloc
 from pathlib import Path
@@ -227,7 +226,7 @@ def _us(ns: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks._report import write_results
+    from benchmarks._report import run_and_write
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.flow", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
@@ -235,20 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     config = Config(quick=args.quick, peer_python=args.peer_python)
-    load_start = tuple(round(x, 2) for x in os.getloadavg())
-    started = now()
-    result = run(config)
-    argv_used = sys.argv[1:] if argv is None else argv
-    write_results(
-        "benchmarks.flow",
-        argv_used,
-        {"flow": result},
-        config,
-        args.out,
-        now() - started,
-        load_start=load_start,
-    )
-    return 0
+    given = sys.argv[1:] if argv is None else argv
+    return run_and_write("benchmarks.flow", "flow", given, config, args.out, lambda: run(config))
 
 
 if __name__ == "__main__":

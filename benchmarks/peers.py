@@ -389,7 +389,7 @@ def run(config: Config) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks._report import write_results
+    from benchmarks._report import run_and_write
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
@@ -397,20 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     config = Config(quick=args.quick, peer_python=args.peer_python)
-    load_start = tuple(round(x, 2) for x in os.getloadavg())
-    started = now()
-    result = run(config)
-    argv_used = sys.argv[1:] if argv is None else argv
-    write_results(
-        "benchmarks.peers",
-        argv_used,
-        {"peers": result},
-        config,
-        args.out,
-        now() - started,
-        load_start=load_start,
-    )
-    return 0
+    given = sys.argv[1:] if argv is None else argv
+    return run_and_write("benchmarks.peers", "peers", given, config, args.out, lambda: run(config))
 
 
 if __name__ == "__main__":
