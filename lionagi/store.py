@@ -77,6 +77,33 @@ BEGIN SELECT RAISE(ABORT, 'messages are append-only'); END;
 """
 
 
+def _wait_for_setup() -> None:
+    time.sleep(0.005)  # in the worker thread: another connection's setup takes milliseconds
+
+
+def _set_up(connection: sqlite3.Connection, wait: float) -> None:
+    """WAL mode, full sync and the schema on a new connection (all idempotent).
+
+    Switching a file to WAL, or creating the schema while another connection is doing the
+    same, is refused by SQLite at once with "database is locked": the busy handler is not
+    called, since waiting could deadlock. So the setup is tried again, up to ``wait``
+    seconds, as a write would wait. Runs in the store's worker thread.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            connection.executescript(_SCHEMA)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            _wait_for_setup()
+
+
 class ConversationStore:
     """Branch histories in one SQLite file (created if missing); see the module docs.
 
@@ -116,9 +143,7 @@ class ConversationStore:
                     isolation_level=None,  # explicit BEGIN/COMMIT
                     check_same_thread=False,  # used by one worker thread at a time
                 )
-                connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("PRAGMA synchronous=FULL")
-                connection.executescript(_SCHEMA)
+                _set_up(connection, self.busy_timeout)
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open conversation store {self.path}: {exc}") from exc
             self._connection = connection

@@ -17,6 +17,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+import lionagi.store as store_module
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import ActionResponse, Instruction, Message, ToolCall
 from lionagi.session.branch import Branch
@@ -111,6 +112,31 @@ async def test_rows_are_append_only(tmp_path: Path) -> None:
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             db.execute("DELETE FROM messages")
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_a_first_open_waits_out_another_connections_write_instead_of_failing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.db"
+    # another connection writes to the new file, still in rollback-journal mode: SQLite refuses
+    # the switch to WAL at once ("database is locked") rather than through its busy handler
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE other (a)")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO other VALUES (1)")
+    waits: list[bool] = []
+
+    def other_write_ends() -> None:  # the store's pause before trying its setup again
+        waits.append(other.in_transaction)
+        if other.in_transaction:
+            other.execute("COMMIT")
+
+    monkeypatch.setattr(store_module, "_wait_for_setup", other_write_ends)
+    async with ConversationStore(path) as store:
+        assert await store.append(uuid4(), Instruction(instruction="after the other write"))
+    other.close()
+    assert waits == [True]  # refused once while the other write was open, then set up
+    assert len(rows(path)) == 1
 
 
 async def test_1000_concurrent_appends_across_50_branches_lose_nothing(tmp_path: Path) -> None:
