@@ -1,7 +1,8 @@
 """A Branch's logs: one record per model call and per tool call, dumped as JSON lines.
 
-Records are cheap to make -- a model call's record is a tuple of references to what the call
-already built (the request's parts, the response), made into a :class:`Log` when first read --
+Records are cheap to make -- a model call's record is references to what the call already built
+(the request's parts, the response's values) in one flat list, made into a :class:`Log` when
+first read --
 and become JSON only when read with :meth:`Log.to_dict` or dumped. Nothing secret goes in: API
 keys live in the provider, never in a request, and option values whose names look like
 credentials are masked on the way out.
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,10 +23,11 @@ import anyio
 from pydantic import SecretStr
 
 from lionagi.errors import ConfigurationError
+from lionagi.service.types import ModelResponse
 
 if TYPE_CHECKING:
     from lionagi.protocols.messages import ActionRequest, ActionResponse
-    from lionagi.service.types import ModelRequest, ModelResponse
+    from lionagi.service.types import ModelRequest
 
 __all__ = ["DEFAULT_LOG_DIR", "Log", "LogManager"]
 
@@ -37,6 +38,11 @@ LogKind = Literal["api_call", "tool_call"]
 
 _SECRET_NAME = re.compile(r"key|token|secret|passw|authori[sz]ation|cookie|credential", re.I)
 _MASK = "**********"
+_UNREAD = "api_call"  # first slot of a model call's record not read yet (see LogManager)
+_REPLY_FIELDS = tuple(ModelResponse.model_fields)
+_NO_REPLY = (None,) * len(_REPLY_FIELDS)
+_WIDTH = 16 + len(_REPLY_FIELDS)  # slots per record: marker, 15 of the call, the reply's fields
+_PADDING = (None,) * (_WIDTH - 1)
 
 
 class Log:
@@ -66,13 +72,16 @@ class Log:
 
     @classmethod
     def _of(cls, entry: tuple[Any, ...]) -> Log:
-        """The record of an entry :meth:`LogManager.record_api_call` made."""
-        _, started, ended, created_at, branch_id, turn_id, *payload = entry
+        """The record of the values :meth:`LogManager.record_api_call` kept."""
+        _, started, ended, created_at, branch_id, turn, *request, error, reply = entry[:16]
+        if reply is True:  # the reply's field values follow, in field order
+            fields = dict(zip(_REPLY_FIELDS, entry[16:], strict=True))
+            reply = ModelResponse.model_construct(**fields)
         log = cls(
             "api_call",
-            tuple(payload),
+            (*request, reply, error),
             branch_id=branch_id,
-            turn_id=turn_id,
+            turn_id=None if turn is None else UUID(int=turn),
             duration_ms=(ended - started) * 1000.0,
         )
         log.created_at = created_at
@@ -121,7 +130,7 @@ class Log:
                     "options": mask_secrets(options or {}),
                     "session_id": session,
                 },
-                response=None if response is None else _response_data(response),
+                response=None if response is None else response.model_dump(mode="json"),
                 error=error,
             )
         else:
@@ -136,12 +145,6 @@ class Log:
 
     def __repr__(self) -> str:
         return f"Log(kind={self.kind!r}, turn_id={self.turn_id}, ms={self.duration_ms:.3f})"
-
-
-def _response_data(fields: dict[str, Any]) -> Any:
-    from lionagi.service.types import ModelResponse
-
-    return ModelResponse.model_construct(**fields).model_dump(mode="json")
 
 
 def mask_secrets(value: Any) -> Any:
@@ -170,7 +173,7 @@ class LogManager(Sequence[Log]):
     ``async with Branch(...)`` dumps whatever is left.
     """
 
-    __slots__ = ("_logs", "capacity", "dump_on_exit", "persist_path")
+    __slots__ = ("_slots", "capacity", "dump_on_exit", "persist_path")
 
     def __init__(
         self,
@@ -190,26 +193,30 @@ class LogManager(Sequence[Log]):
         self.capacity = capacity
         self.persist_path = None if persist_path is None else _resolve(persist_path, "logs")
         self.dump_on_exit = dump_on_exit
-        # Log records, and model calls' entries not read yet (tuples, see record_api_call);
-        # a bounded deque drops the oldest by itself
-        self._logs: deque[Log | tuple[Any, ...]] = deque(maxlen=capacity)
+        # every record is _WIDTH consecutive slots of one flat list: its Log in the first slot
+        # (the rest None), or -- a model call not read yet -- _UNREAD and the call's values.
+        # Records then add no object per call for the garbage collector to walk.
+        self._slots: list[Any] = []
 
     def __len__(self) -> int:
-        return len(self._logs)
+        return len(self._slots) // _WIDTH
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return self._read()[index]
-        entry = self._logs[index]
-        if isinstance(entry, tuple):
-            entry = self._logs[index] = Log._of(entry)
-        return entry
+        count = len(self)
+        if not -count <= index < count:
+            raise IndexError("log index out of range")
+        return self._log_at((index % count) * _WIDTH)
 
     def __iter__(self) -> Iterator[Log]:
         return iter(self._read())
 
     def append(self, log: Log) -> None:
-        self._logs.append(log)
+        self._slots.append(log)
+        self._slots.extend(_PADDING)
+        if self.capacity is not None:
+            self._bound()
 
     def record_api_call(
         self,
@@ -226,47 +233,70 @@ class LogManager(Sequence[Log]):
         The hot path of every logged model call, so it only gathers references: the request's
         last message (the instruction, usually), how many messages were sent, its tools,
         schema title, options and session, and the response's field values (the frozen
-        response's own ``__dict__``: the response object itself need not stay alive, which
-        leaves the garbage collector fewer objects to walk). It never keeps a copy of the
-        history or an exception object (which would keep the failed call's frames, and the
-        Branch, alive). The entry becomes a :class:`Log` when first read.
+        response's own ``__dict__``: the response object itself need not stay alive). It never
+        keeps a copy of the history or an exception object (which would keep the failed
+        call's frames, and the Branch, alive). The values become a :class:`Log` when first
+        read.
         """
         messages = request.messages
         schema = request.response_format
-        self._logs.append(
+        slots = self._slots
+        slots.extend(
             (
-                "api_call",
+                _UNREAD,
                 started,
                 time.perf_counter(),
                 time.time(),
-                branch_id,
-                turn_id,
+                branch_id,  # the Branch's own
+                None if turn_id is None else turn_id.int,  # not the UUID: one object less
                 provider,
                 request.model,
                 len(messages),
-                messages[-1] if messages else None,
+                messages[-1] if messages else None,  # in the history (or about to be)
                 request.tools,
                 None if schema is None else schema.get("title"),
                 request.options or None,  # the common empty mapping is not kept
                 request.session_id,
-                None if response is None else response.__dict__,
                 None if error is None else f"{type(error).__name__}: {error}",
             )
         )
+        if response is None:
+            slots.append(None)
+            slots.extend(_NO_REPLY)
+        else:
+            values = response.__dict__.values()
+            if len(values) == len(_REPLY_FIELDS):  # a ModelResponse: its values, not itself
+                slots.append(True)
+                slots.extend(values)
+            else:  # a subclass with more fields: the reply itself
+                slots.append(response)
+                slots.extend(_NO_REPLY)
+        if self.capacity is not None:
+            self._bound()
+
+    def _bound(self) -> None:
+        assert self.capacity is not None
+        excess = len(self._slots) - self.capacity * _WIDTH
+        if excess > 0:
+            del self._slots[:excess]
+
+    def _log_at(self, start: int) -> Log:
+        head = self._slots[start]
+        if head is _UNREAD:
+            head = Log._of(tuple(self._slots[start : start + _WIDTH]))
+            self._slots[start : start + _WIDTH] = (head, *_PADDING)
+        return head  # type: ignore[no-any-return]
 
     def clear(self) -> None:
-        self._logs.clear()
+        self._slots.clear()
 
     def to_list(self) -> list[dict[str, Any]]:
         """Every record as JSON-safe data."""
         return [log.to_dict() for log in self._read()]
 
     def _read(self) -> list[Log]:
-        """Every record, entries made into :class:`Log` records (once: reads see the same)."""
-        logs = [Log._of(e) if isinstance(e, tuple) else e for e in self._logs]
-        self._logs.clear()
-        self._logs.extend(logs)
-        return logs
+        """Every record as a :class:`Log` (made once: later reads see the same record)."""
+        return [self._log_at(start) for start in range(0, len(self._slots), _WIDTH)]
 
     def dump(
         self,
@@ -310,12 +340,11 @@ class LogManager(Sequence[Log]):
     def _forget(self, written: list[Log]) -> None:
         # only what was written: records appended meanwhile stay
         done = {id(log) for log in written}
-        kept = [log for log in self._logs if id(log) not in done]
-        self._logs.clear()
-        self._logs.extend(kept)
+        kept = [log for log in self._read() if id(log) not in done]
+        self._slots = [slot for log in kept for slot in (log, *_PADDING)]
 
     def __repr__(self) -> str:
-        return f"LogManager(records={len(self._logs)}, capacity={self.capacity})"
+        return f"LogManager(records={len(self)}, capacity={self.capacity})"
 
 
 def _resolve(persist_path: str | Path | None, name: str) -> Path:

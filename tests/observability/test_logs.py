@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from benchmarks.memory import kept_objects
 from lionagi.errors import ConfigurationError, MissingDependencyError
 from lionagi.protocols.messages import ActionResponse, Message, Reasoning, ToolCall, Usage
 from lionagi.service.imodel import iModel
@@ -363,3 +364,29 @@ async def test_a_streamed_model_call_is_one_record_with_its_reply() -> None:
     assert record["request"]["last_message"]["instruction"] == "hi"
     assert record["response"]["text"] == "streamed reply"
     assert record["error"] is None
+
+
+async def test_a_model_calls_record_keeps_no_object_of_its_own_for_the_collector() -> None:
+    branch = Branch(chat_model=adder())
+    for _ in range(3):
+        await branch.chat_and_record("hello")
+    gc.collect()
+    # what only the logs keep alive, beyond the history's messages and the Branch's id
+    own = kept_objects(branch.logs, *branch.msgs, branch.id)
+    tracked = sorted(type(o).__name__ for o in own.values() if gc.is_tracked(o))
+    assert tracked == ["LogManager", "list"]  # three calls, no object per call
+    [log, *_] = branch.logs  # read, the records are whole again
+    assert log.turn_id is not None
+    assert log.to_dict()["response"]["text"] == "the total is 5"
+
+
+class _TaggedReply(ModelResponse):
+    tag: str = "extra"
+
+
+async def test_a_reply_of_a_model_response_subclass_is_recorded_whole() -> None:
+    branch = Branch(chat_model=FunctionModel(lambda messages, **options: _TaggedReply(text="t")))
+    await branch.chat_and_record("hello")
+    [log] = branch.logs
+    assert log.to_dict()["response"]["text"] == "t"
+    assert log.to_dict()["response"]["tag"] == "extra"
