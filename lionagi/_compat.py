@@ -49,15 +49,19 @@ async def _guarded(fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> 
         logger.exception("detached task %r failed", getattr(fn, "__name__", fn))
 
 
+def _running_asyncio_loop() -> Any:
+    """The asyncio loop running in this thread, or None (under trio, or with no loop)."""
+    asyncio = sys.modules.get("asyncio")  # imported by any running asyncio loop
+    return None if asyncio is None else asyncio._get_running_loop()
+
+
 def current_task() -> object:
     """The running task's native object: the same object for the whole life of the task, never
     shared by two live tasks, and weakly referenceable. ``id(current_task())`` is the task's
     anyio ``TaskInfo.id``. Must be called from a task of an asyncio or trio event loop."""
-    asyncio = sys.modules.get("asyncio")  # imported by any running asyncio loop
-    if asyncio is not None:
-        loop = asyncio._get_running_loop()
-        if loop is not None:
-            return asyncio.current_task(loop)
+    loop = _running_asyncio_loop()
+    if loop is not None:
+        return sys.modules["asyncio"].current_task(loop)
     import trio
 
     return trio.lowlevel.current_task()
@@ -66,11 +70,9 @@ def current_task() -> object:
 def current_loop() -> object:
     """The running event loop's native identity: the asyncio loop, or trio's run token (what
     ``anyio.lowlevel.current_token().native_token`` is). Must be called from async code."""
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is not None:
-        loop = asyncio._get_running_loop()
-        if loop is not None:
-            return loop
+    loop = _running_asyncio_loop()
+    if loop is not None:
+        return loop
     import trio
 
     return trio.lowlevel.current_trio_token()
@@ -94,8 +96,7 @@ class CancelHandle(Protocol):
 def new_cancel_scope() -> CancelHandle:
     """A new cancel scope (no deadline, not shielded) of the running backend: anyio's on
     asyncio, trio's own on trio (anyio's trio scope wraps one; the two nest freely)."""
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is not None and asyncio._get_running_loop() is not None:
+    if _running_asyncio_loop() is not None:
         return CancelScope()
     import trio
 
