@@ -44,8 +44,8 @@ class _Gate:
 
 def _lock_free(branch: Branch) -> bool:
     # Private peek at the turn lock, for measurement only.
-    lock = branch._turn_lock.current
-    return lock is None or (lock.value == 1 and lock.statistics().tasks_waiting == 0)
+    lock = branch._turn_lock
+    return not lock.locked() and lock.tasks_waiting == 0
 
 
 async def _once(branch: Branch, gate: _Gate, queued: bool) -> tuple[int, int]:
@@ -67,7 +67,7 @@ async def _once(branch: Branch, gate: _Gate, queued: bool) -> tuple[int, int]:
         await gate.entered.wait()
         if queued:
             group.start_soon(next_caller)
-            while branch._turn_lock.current.statistics().tasks_waiting == 0:  # type: ignore[union-attr]
+            while branch._turn_lock.tasks_waiting == 0:
                 await checkpoint()
         start = now()
         scope.cancel()

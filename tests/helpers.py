@@ -42,10 +42,8 @@ def observed_branch(**kwargs: Any) -> tuple[Branch, Recorder, Session]:
 def assert_idle(branch: Branch) -> None:
     """No turn is active, the lock is free and this task has no binding."""
     assert branch._active_turn_context is None
-    lock = branch._turn_lock.current
-    if lock is not None:
-        assert lock.value == 1
-        assert lock.statistics().tasks_waiting == 0
+    assert not branch._turn_lock.locked()
+    assert branch._turn_lock.tasks_waiting == 0
     assert _active_turn_var.get() is None
 
 

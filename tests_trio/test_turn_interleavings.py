@@ -36,7 +36,7 @@ def _texts(branch: Branch) -> list[str | None]:
 
 
 def _waiting(branch: Branch) -> int:
-    return branch._turn_lock.get().statistics().tasks_waiting
+    return branch._turn_lock.tasks_waiting
 
 
 def _position(recorder: Recorder, predicate: Any) -> int:

@@ -627,8 +627,8 @@ class ScenarioRun:
 
         if branch._active_turn_context is not None:
             self.violation(f"{name}: a turn context is left on the Branch")
-        lock = branch._turn_lock.current
-        if lock is not None and (lock.value != 1 or lock.statistics().tasks_waiting):
+        lock = branch._turn_lock
+        if lock.locked() or lock.tasks_waiting:
             self.violation(f"{name}: the turn lock is not free")
         if self.inside[b]:
             self.violation(f"{name}: a body never exited")

@@ -563,7 +563,7 @@ class _Turn:
         operation: str | None,
         nests: bool = True,
     ) -> _Turn:
-        lock = branch._turn_lock.get()
+        lock = branch._turn_lock
         await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
         try:
             resolved = model

@@ -13,6 +13,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, TypeAlias
 
 import anyio
@@ -177,6 +178,9 @@ class Tool:
 OfferedTools: TypeAlias = bool | str | Tool | Sequence[str | Tool] | None
 
 
+_NO_TOOLS: Mapping[str, Tool] = MappingProxyType({})
+
+
 class ToolRegistry:
     """The tools of one conversation, by name, in registration order.
 
@@ -188,7 +192,8 @@ class ToolRegistry:
     __slots__ = ("__weakref__", "_tools")
 
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
+        # most conversations register no tool: they share one empty mapping until they do
+        self._tools: Mapping[str, Tool] = _NO_TOOLS
         self.register_many(tools)
 
     def register(self, tool: Tool | Callable[..., Any], *, update: bool = False) -> Tool:
@@ -208,9 +213,17 @@ class ToolRegistry:
                     "replace it or name=... to register it under another name"
                 )
             seen.add(tool.name)
-        for tool in built:
-            self._tools[tool.name] = tool
+        if built:
+            registered = self._writable()
+            for tool in built:
+                registered[tool.name] = tool
         return built
+
+    def _writable(self) -> dict[str, Tool]:
+        tools = self._tools
+        if not isinstance(tools, dict):
+            tools = self._tools = dict(tools)
+        return tools
 
     def get(self, name: str) -> Tool:
         try:
@@ -223,7 +236,7 @@ class ToolRegistry:
     def remove(self, name: str) -> Tool:
         """Unregister and return the tool called ``name``."""
         tool = self.get(name)
-        del self._tools[name]
+        del self._writable()[name]
         return tool
 
     @property
@@ -282,7 +295,7 @@ class ToolRegistry:
     def copy(self) -> ToolRegistry:
         """A registry with the same tools that can change independently."""
         other = ToolRegistry()
-        other._tools = dict(self._tools)
+        other._tools = dict(self._tools) if self._tools else _NO_TOOLS
         return other
 
     def __contains__(self, item: object) -> bool:

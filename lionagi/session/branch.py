@@ -19,7 +19,7 @@ from anyio.lowlevel import checkpoint
 from pydantic import BaseModel, JsonValue
 
 from lionagi._ids import new_id
-from lionagi._loopbound import LoopBound
+from lionagi._lazylock import LazyFifoLock
 from lionagi.errors import ConfigurationError, OperationError
 from lionagi.operations import chat as _chat
 from lionagi.operations.fields import FieldModel, RequestFields
@@ -78,27 +78,18 @@ M = TypeVar("M", bound=BaseModel)
 ToolsArg = Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
 
 
-def _signal_through(ref: weakref.ref[Branch]) -> Callable[[Message], None]:
-    """The history's on-added callback. It holds the Branch weakly, so a dropped Branch is
-    freed at once by reference counting rather than later by the cycle collector."""
+class _SignalThrough(weakref.ref["Branch"]):
+    """The history's on-added callback: a weak reference to its Branch that, called with a
+    message, schedules the message signal. Weak, so a dropped Branch is freed at once by
+    reference counting rather than later by the cycle collector; one object, so it costs a
+    kept conversation no closure, cell or separate reference."""
 
-    def on_added(message: Message) -> None:
-        branch = ref()
+    __slots__ = ()
+
+    def __call__(self, message: Message) -> None:  # type: ignore[override]
+        branch = super().__call__()
         if branch is not None:
             schedule_message_signal(branch, message)
-
-    return on_added
-
-
-def _new_turn_lock() -> anyio.Semaphore:
-    # A FIFO binary semaphore rather than anyio.Lock: a stream turn may be closed by a task other
-    # than the one that started it (aclose() from elsewhere, or the event loop finalizing an
-    # abandoned iterator), and anyio.Lock refuses a release from a non-owner task.
-    return anyio.Semaphore(1, max_value=1, fast_acquire=True)
-
-
-def _lock_idle(lock: anyio.Semaphore) -> bool:
-    return lock.value == 1 and lock.statistics().tasks_waiting == 0
 
 
 class Branch:
@@ -111,6 +102,28 @@ class Branch:
     caps what each turn on this Branch may spend; it can be changed between turns.
     ``imodel`` is an alias of ``chat_model`` (upstream lionagi's name).
     """
+
+    # Slotted: a program may keep thousands of conversations, and an instance dict would be a
+    # large part of each one's own memory.
+    __slots__ = (
+        "__weakref__",
+        "_active_turn_context",
+        "_chat_model",
+        "_last_context_report",
+        "_logs",
+        "_messages",
+        "_observer",
+        "_parse_model",
+        "_providers",
+        "_resume_ids",
+        "_session",
+        "_tools",
+        "_turn_lock",
+        "_usage_limits",
+        "id",
+        "name",
+        "user",
+    )
 
     def __init__(
         self,
@@ -141,19 +154,19 @@ class Branch:
         if tools is not None:
             self.register_tools(tools)
         self._messages = MessageManager(_initial_history(system, messages))
-        self._messages.on_added(_signal_through(weakref.ref(self)))
+        self._messages.on_added(_SignalThrough(self))
         self._logs: LogManager = _logs_of(logs)
 
         # Turn fields (ADR-0018 D1): the lock that serializes top-level turns and the pointer to
         # the one active context, for out-of-band control. Only lionagi.operations.turn writes
         # them; all other turn state lives in the TurnExecutionContext.
-        self._turn_lock: LoopBound[anyio.Semaphore] = LoopBound(_new_turn_lock, _lock_idle)
+        self._turn_lock = LazyFifoLock()
         self._active_turn_context: TurnExecutionContext | None = None
         self._last_context_report: ProviderReport | None = None
         self._providers: ContextProviderRegistry | None = None
         self._observer: Observer | None = None
         self._session: Session | None = None
-        self._resume_ids: dict[str, str] = {}  # agentic CLI session per provider, for run()
+        self._resume_ids: dict[str, str] | None = None  # made by the first run() that needs it
         self.usage_limits = usage_limits
 
     @property
@@ -241,7 +254,10 @@ class Branch:
     def resume_ids(self) -> dict[str, str]:
         """The agentic CLI session id per provider name that the next :meth:`run` resumes
         (kept from the last streamed reply that named one)."""
-        return self._resume_ids
+        ids = self._resume_ids
+        if ids is None:
+            ids = self._resume_ids = {}
+        return ids
 
     @property
     def session(self) -> Session | None:
@@ -639,7 +655,7 @@ class Branch:
         happened."""
         if current_scope(self) is not None:
             return self.clone()
-        async with self._turn_lock.get():
+        async with self._turn_lock:
             return self.clone()
 
     def clone(self) -> Branch:

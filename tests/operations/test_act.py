@@ -318,8 +318,7 @@ async def test_act_alone_takes_no_lock_and_emits_no_lifecycle_signal() -> None:
     observed: list[bool] = []
 
     async def probe() -> str:
-        lock = branch._turn_lock.current
-        observed.append(lock is None or lock.value == 1)
+        observed.append(not branch._turn_lock.locked())
         observed.append(branch._active_turn_context is None)
         return "seen"
 

@@ -136,7 +136,7 @@ async def test_queued_turns_each_see_only_their_own_provider_blocks() -> None:
         tg.start_soon(lambda: branch.chat("A"))
         await first_inside.wait()
         tg.start_soon(lambda: branch.chat("B"))
-        while branch._turn_lock.get().statistics().tasks_waiting == 0:
+        while branch._turn_lock.tasks_waiting == 0:
             await anyio.lowlevel.checkpoint()
         gate.set()
     assert seen_systems == ["base\n\nblock-1-for-A", "base\n\nblock-2-for-B"]

@@ -559,7 +559,7 @@ async def test_session_id_of_a_reply_is_resumed_by_the_next_run_with_that_provid
     other = TestModel(["x"])
     await collect(branch.run("four", chat_model=other))
     assert other.calls[0].session_id is None  # another provider does not get it
-    assert branch.clone()._resume_ids == {}
+    assert branch.clone().resume_ids == {}
 
 
 async def test_bad_parameters_raise_before_anything_runs() -> None:

@@ -129,7 +129,7 @@ async def test_break_with_a_queued_third_caller_keeps_call_order_and_no_overlap(
             stream = branch.run("Q1")
             assert isinstance(await anext(stream), Instruction)  # the turn holds the Branch
             group.start_soon(third)
-            while branch._turn_lock.get().statistics().tasks_waiting == 0:
+            while branch._turn_lock.tasks_waiting == 0:
                 await checkpoint()
             del stream  # abandoned between items: nothing may join it any more
             order.append(str(await branch.communicate("Q2")))
@@ -187,7 +187,7 @@ async def test_a_stream_started_by_a_task_that_exited_is_joined_by_nobody() -> N
 
         async with anyio.create_task_group() as group:
             group.start_soon(newcomer)
-            while branch._turn_lock.get().statistics().tasks_waiting == 0:
+            while branch._turn_lock.tasks_waiting == 0:
                 await checkpoint()  # the newcomer queues: it is not the stream's consumer
             assert entered == []
             await kept[0].aclose()

@@ -123,7 +123,7 @@ async def test_cancellation_while_waiting_for_the_lock_leaves_no_trace() -> None
         # cancel a waiter that is really queued, too
         async with anyio.create_task_group() as waiters:
             waiters.start_soon(lambda: run_in_turn(branch, model=None, invoke=_value))
-            while branch._turn_lock.get().statistics().tasks_waiting == 0:
+            while branch._turn_lock.tasks_waiting == 0:
                 await checkpoint()
             waiters.cancel_scope.cancel()
         release.set()
@@ -154,7 +154,8 @@ async def test_stream_created_but_never_iterated_acquires_nothing() -> None:
     await stream.aclose()
     assert rec.signals == []
     assert closed == []
-    assert branch._turn_lock.current is None
+    assert not branch._turn_lock.locked()
+    assert not branch._turn_lock.contended
 
 
 async def test_stream_exhaustion_is_run_end() -> None:
@@ -265,7 +266,7 @@ async def test_stream_holds_the_turn_across_yields() -> None:
         async for item in stream_in_turn(branch, model=None, invoke=_counting_stream(3, closed)):
             if item == 0:
                 tg.start_soon(other)
-                while branch._turn_lock.get().statistics().tasks_waiting == 0:
+                while branch._turn_lock.tasks_waiting == 0:
                     await checkpoint()
             order.append(f"item{item}")
     assert order == ["item0", "item1", "item2", "other"]
@@ -677,7 +678,7 @@ async def test_a_waiting_turn_sees_configuration_as_it_is_when_it_starts() -> No
         tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=holder))
         await entered.wait()
         tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=record))
-        while branch._turn_lock.get().statistics().tasks_waiting == 0:
+        while branch._turn_lock.tasks_waiting == 0:
             await checkpoint()
         branch.chat_model = later
         release.set()
@@ -742,11 +743,11 @@ async def test_many_callers_on_one_branch_run_in_fifo_order_without_overlap() ->
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=holder))
         await entered.wait()
-        lock = branch._turn_lock.get()
+        lock = branch._turn_lock
         for i in range(n):
             body = caller(i)
             tg.start_soon(functools.partial(run_in_turn, branch, model=None, invoke=body))
-            while lock.statistics().tasks_waiting < i + 1:
+            while lock.tasks_waiting < i + 1:
                 await checkpoint()
         release.set()
     assert order == list(range(n))

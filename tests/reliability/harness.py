@@ -172,12 +172,11 @@ def branch_violations(branch: Branch) -> list[str]:
     found: list[str] = []
     if branch._active_turn_context is not None:
         found.append(f"active context left behind: {branch._active_turn_context!r}")
-    lock = branch._turn_lock.current
-    if lock is not None:
-        if lock.value != 1:
-            found.append(f"turn lock still held (value {lock.value})")
-        if lock.statistics().tasks_waiting:
-            found.append(f"{lock.statistics().tasks_waiting} task(s) still waiting on the lock")
+    lock = branch._turn_lock
+    if lock.locked():
+        found.append("turn lock still held")
+    if lock.tasks_waiting:
+        found.append(f"{lock.tasks_waiting} task(s) still waiting on the lock")
     return found
 
 

@@ -533,8 +533,8 @@ async def test_blocked_handler_holds_the_turn_and_queued_callers_wait(hook: str)
         group.start_soon(call, "first")
         await blocked.wait()
         group.start_soon(call, "second")
-        lock = branch._turn_lock.get()
-        while lock.statistics().tasks_waiting == 0:
+        lock = branch._turn_lock
+        while lock.tasks_waiting == 0:
             await checkpoint()
         assert len(recorder.starts()) == 1
         gate.set()
@@ -645,8 +645,8 @@ async def test_a_stream_left_open_holds_the_branch_until_aclose() -> None:
 
     async with anyio.create_task_group() as group:
         group.start_soon(other)
-        lock = branch._turn_lock.get()
-        while lock.statistics().tasks_waiting == 0:
+        lock = branch._turn_lock
+        while lock.tasks_waiting == 0:
             await checkpoint()
         order.append("closing")
         await stream.aclose()

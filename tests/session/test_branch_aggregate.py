@@ -23,6 +23,7 @@ from lionagi.protocols.messages import (
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
 from lionagi.session.branch import Branch
+from lionagi.testing import FunctionModel
 
 SECRET = "sk-secret-123"
 
@@ -231,32 +232,51 @@ def test_turn_fields_start_empty() -> None:
     assert branch._providers is None
     assert branch._observer is None
     assert branch._session is None
-    assert branch._turn_lock.current is None
+    assert not branch._turn_lock.locked()
+    assert not branch._turn_lock.contended
 
 
-async def test_turn_lock_is_a_binary_anyio_semaphore_per_loop() -> None:
-    branch = Branch()
-    lock = branch._turn_lock.get()
-    assert isinstance(lock, anyio.Semaphore)
-    assert branch._turn_lock.get() is lock
-    async with lock:
-        assert lock.value == 0
-    assert lock.value == 1
+async def test_the_turn_lock_makes_a_waiting_room_only_while_a_turn_waits() -> None:
+    seen: list[tuple[bool, bool]] = []
+    gate = anyio.Event()
+
+    async def reply(messages: Any, **options: Any) -> str:
+        lock = branch._turn_lock
+        seen.append((lock.locked(), lock.contended))
+        if len(seen) == 2:
+            await gate.wait()
+        return "ok"
+
+    branch = Branch(chat_model=FunctionModel(reply))
+    await branch.chat_and_record("alone")
+    assert seen == [(True, False)]
+    async with anyio.create_task_group() as group:
+        group.start_soon(branch.chat_and_record, "first")
+        while len(seen) < 2:
+            await anyio.lowlevel.checkpoint()
+        group.start_soon(branch.chat_and_record, "second")
+        while branch._turn_lock.tasks_waiting == 0:
+            await anyio.lowlevel.checkpoint()
+        assert branch._turn_lock.contended
+        gate.set()
+    assert seen[2] == (True, True)  # handed over; the room goes when that turn ends
+    assert not branch._turn_lock.locked()
+    assert not branch._turn_lock.contended
 
 
 def test_turn_lock_follows_the_branch_across_backends() -> None:
-    branch = Branch()
-    locks: list[anyio.Semaphore] = []
+    branch = Branch(chat_model=FunctionModel(lambda messages, **options: "ok"))
 
     async def use() -> None:
-        lock = branch._turn_lock.get()
-        async with lock:
-            locks.append(lock)
+        async with anyio.create_task_group() as group:
+            for _ in range(2):  # two turns at once: the second waits
+                group.start_soon(branch.chat_and_record, "q")
+        assert not branch._turn_lock.contended
 
     anyio.run(use, backend="asyncio")
     anyio.run(use, backend="trio")
     anyio.run(use, backend="asyncio")
-    assert len({id(lock) for lock in locks}) == 3
+    assert len(branch.msgs) == 12
 
 
 # -- clone -------------------------------------------------------------------------------

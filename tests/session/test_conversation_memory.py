@@ -16,12 +16,14 @@ from benchmarks._common import offline_model
 from benchmarks.memory import kept_objects
 from lionagi import Branch
 from lionagi.protocols.messages import AssistantResponse
+from lionagi.protocols.tools import ToolRegistry
 
-#: the gc-tracked objects a one-turn conversation (system message, instruction, reply) keeps
-#: besides its turn lock (anyio's semaphore: 3 objects on asyncio, 6 on trio): 6 for its three
-#: messages and their ids, 1 usage, 7 for the history (list, callbacks), 6 for the logs' record
-#: of the model call, 2 for the Branch and its tool registry
-TRACKED_PER_CONVERSATION = 22
+#: the gc-tracked objects a one-turn conversation (system message, instruction, reply) keeps:
+#: 6 for its three messages and their ids, 1 usage, 4 for the history (manager, list,
+#: callbacks and the one callback, a weak reference to the Branch), 3 for the logs' record of
+#: the model call, 1 for the idle turn lock (no semaphore while no turn waits), 2 for the
+#: Branch (slotted) and its tool registry (sharing one empty mapping until a tool is added)
+TRACKED_PER_CONVERSATION = 17
 
 
 async def _conversations(count: int) -> list[Branch]:
@@ -53,6 +55,31 @@ async def test_a_one_turn_conversation_keeps_a_bounded_number_of_tracked_objects
     branches = await _conversations(3)
     branch = branches[0]
     mine = kept_objects(branch, *branches[1:])
-    lock = kept_objects(branch._turn_lock)
-    tracked = [o for key, o in mine.items() if gc.is_tracked(o) and key not in lock]
+    tracked = [o for o in mine.values() if gc.is_tracked(o)]
     assert len(tracked) <= TRACKED_PER_CONVERSATION, sorted(type(o).__name__ for o in tracked)
+
+
+async def test_an_idle_conversation_keeps_no_lock_primitive_closure_or_empty_container() -> None:
+    branches = await _conversations(3)
+    mine = kept_objects(branches[0], *branches[1:])
+    kinds = {type(o).__name__ for o in mine.values()}
+    # no turn semaphore and its waiter deque, no instance dict, no on-added closure and cell,
+    # no empty tool dict or resume-id dict of its own
+    assert not kinds & {"Semaphore", "deque", "dict", "function", "cell"}, kinds
+    assert not hasattr(branches[0], "__dict__")
+
+
+def test_tool_registries_share_the_empty_mapping_until_one_registers() -> None:
+    first, second = ToolRegistry(), ToolRegistry()
+
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    first.register(add)
+    assert first.names == ("add",)
+    assert second.names == ()
+    copied = first.copy()
+    copied.remove("add")
+    assert first.names == ("add",)
+    assert second.copy().names == ()
