@@ -2,17 +2,20 @@
 
 Where two methods take the same arguments (``Branch.stream`` takes ``Branch.run``'s,
 ``iModel.stream`` takes ``iModel.invoke``'s), the second is declared with the first's
-parameters instead of repeating them, so the two cannot drift apart.
+parameters instead of repeating them, so the two cannot drift apart. Where two callables share
+only some keyword options (``run_in_turn`` and ``stream_in_turn``), the options are one
+``TypedDict`` both take as ``**options``; :func:`unexpected_keywords` is the ``TypeError`` for a
+keyword such a declaration does not name.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-__all__ = ["declared_as", "same_parameters"]
+__all__ = ["declared_as", "same_parameters", "unexpected_keywords"]
 
 R = TypeVar("R")
 PS = ParamSpec("PS")
@@ -67,6 +70,19 @@ def declared_as(
         return cast(Callable[Concatenate[Any, PS], R], fn)
 
     return decorate
+
+
+def unexpected_keywords(
+    where: str, given: Mapping[str, object], declared: frozenset[str]
+) -> TypeError:
+    """The ``TypeError`` Python raises for an unexpected keyword argument, for a call whose
+    ``**options`` are a ``TypedDict`` with the keys ``declared``. The caller tests
+    ``given.keys() <= declared`` first (next to free), and raises this only when it fails."""
+    unknown = ", ".join(repr(name) for name in sorted(given.keys() - declared))
+    return TypeError(
+        f"{where}(): got an unexpected keyword argument {unknown} "
+        f"(it takes {', '.join(sorted(declared))})"
+    )
 
 
 _BINDABLE = (

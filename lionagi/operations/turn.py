@@ -36,7 +36,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
 from uuid import UUID
 
 import anyio
@@ -51,6 +51,7 @@ from lionagi._compat import (
     spawn_detached,
     spawn_threadsafe,
 )
+from lionagi._declared import unexpected_keywords
 from lionagi._ids import new_id
 from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope, _Outcome
@@ -74,6 +75,7 @@ __all__ = [
     "DriverState",
     "StepOutcome",
     "TurnFinalizingError",
+    "TurnOptions",
     "TurnStream",
     "control_point",
     "current_scope",
@@ -86,6 +88,23 @@ logger = logging.getLogger("lionagi.turn")
 
 T = TypeVar("T")
 ModelRole = Literal["chat", "parse"]
+
+
+class TurnOptions(TypedDict, total=False):
+    """How a driver runs its turn: the options :func:`run_in_turn` and :func:`stream_in_turn`
+    share, declared once so that both drivers always take the same ones."""
+
+    #: which Branch model the turn uses when the call passes none: ``"chat"`` (the default)
+    #: or ``"parse"``
+    role: ModelRole
+    #: the operation's name, recorded on the turn's context (default None)
+    operation: str | None
+    #: False declares that the body starts no nested work (no ``scope.start_soon``), so its
+    #: steps run without a task group (default True)
+    nests: bool
+
+
+_TURN_OPTIONS = TurnOptions.__optional_keys__
 
 
 class DriverState(enum.Enum):
@@ -555,17 +574,11 @@ class _Turn:
         self._released = False
 
     @classmethod
-    async def begin(
-        cls,
-        branch: Branch,
-        model: iModel | None,
-        role: ModelRole,
-        operation: str | None,
-        nests: bool = True,
-    ) -> _Turn:
+    async def begin(cls, branch: Branch, model: iModel | None, options: TurnOptions) -> _Turn:
         lock = branch._turn_lock
         await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
         try:
+            role = options.get("role", "chat")
             resolved = model
             if resolved is None:
                 resolved = branch.parse_model if role == "parse" else branch.chat_model
@@ -579,7 +592,7 @@ class _Turn:
                 turn_id=new_id(),
                 model=resolved,
                 owner_task=anyio.get_current_task(),
-                operation=operation,
+                operation=options.get("operation"),
                 logs=branch.logs,
             )
             assert branch._active_turn_context is None, "turn lock held by two turns"
@@ -587,7 +600,7 @@ class _Turn:
         except BaseException:
             lock.release()
             raise
-        return cls(branch, context, lock, nests)
+        return cls(branch, context, lock, options.get("nests", True))
 
     async def step(
         self,
@@ -721,18 +734,16 @@ async def run_in_turn(
     *,
     model: iModel | None,
     invoke: Callable[[TurnScope], Awaitable[T]],
-    role: ModelRole = "chat",
-    operation: str | None = None,
-    nests: bool = True,
+    **options: Unpack[TurnOptions],
 ) -> T:
     """Run ``invoke(scope)`` as a turn of ``branch`` and return its result unchanged.
 
     A top-level call waits for the Branch (FIFO), emits ``RunStart`` and exactly one terminal
     signal; a nested call (from inside a live turn of this Branch, or from a stream's consumer
     between items) runs at once in the same scope. ``model`` overrides the Branch's ``role``
-    model for this turn only. Cancel-safe: cancelled while waiting, nothing happened; cancelled
-    after the start, the turn ends with ``RunFailed`` (shielded finalization) and the
-    cancellation propagates.
+    model for this turn only; ``options`` are the :class:`TurnOptions`. Cancel-safe: cancelled
+    while waiting, nothing happened; cancelled after the start, the turn ends with
+    ``RunFailed`` (shielded finalization) and the cancellation propagates.
 
     ``nests=False`` declares that the body starts no nested work (no ``scope.start_soon``): the
     turn then runs without a task group, which is what an anyio task group costs a short turn.
@@ -741,10 +752,12 @@ async def run_in_turn(
     work in a task group of its own. The library's operations that start no nested work (chat,
     chat_and_record, communicate and the stream operations) pass it.
     """
+    if not options.keys() <= _TURN_OPTIONS:
+        raise unexpected_keywords("run_in_turn", options, _TURN_OPTIONS)
     entry, nested = _classify(branch)
     if nested is not None:
         return await _run_nested(branch, entry, nested, lambda: invoke(nested))
-    turn = await _Turn.begin(branch, model, role, operation, nests)
+    turn = await _Turn.begin(branch, model, options)
     try:
         outcome = await turn.step(lambda: invoke(turn.scope), first=True, ends_turn=True)
         await turn.finish(outcome)
@@ -772,9 +785,7 @@ class _StreamDriver(Generic[T]):
         "consumer",
         "invoke",
         "model",
-        "nests",
-        "operation",
-        "role",
+        "options",
         "state",
     )
 
@@ -783,16 +794,12 @@ class _StreamDriver(Generic[T]):
         branch: Branch,
         model: iModel | None,
         invoke: Callable[[TurnScope], AsyncIterator[T]],
-        role: ModelRole,
-        operation: str | None,
-        nests: bool = True,
+        options: TurnOptions,
     ) -> None:
         self.branch = branch
         self.model = model
         self.invoke = invoke
-        self.role = role
-        self.operation = operation
-        self.nests = nests
+        self.options = options
         self.state = DriverState.NOT_STARTED
         self.consumer = StreamConsumer()
         self._turn: _Turn | None = None
@@ -818,9 +825,7 @@ class _StreamDriver(Generic[T]):
                     self._entry, self._scope = entry, nested
                 else:
                     self._loop = current_token()
-                    self._turn = await _Turn.begin(
-                        self.branch, self.model, self.role, self.operation, self.nests
-                    )
+                    self._turn = await _Turn.begin(self.branch, self.model, self.options)
                     self._turn.context.consumer = self.consumer
             except BaseException:  # cancelled while waiting, or no model: nothing started
                 self.state = DriverState.CLOSED
@@ -1020,9 +1025,7 @@ def stream_in_turn(
     *,
     model: iModel | None,
     invoke: Callable[[TurnScope], AsyncIterator[T]],
-    role: ModelRole = "chat",
-    operation: str | None = None,
-    nests: bool = True,
+    **options: Unpack[TurnOptions],
 ) -> TurnStream[T]:
     """Iterate ``invoke(scope)`` as one turn of ``branch``, holding the turn until the end.
 
@@ -1036,4 +1039,6 @@ def stream_in_turn(
     task group. Every step has one cancel scope (the group's, or its own), which ``aclose()``
     from another task cancels.
     """
-    return TurnStream(_StreamDriver(branch, model, invoke, role, operation, nests))
+    if not options.keys() <= _TURN_OPTIONS:
+        raise unexpected_keywords("stream_in_turn", options, _TURN_OPTIONS)
+    return TurnStream(_StreamDriver(branch, model, invoke, options))

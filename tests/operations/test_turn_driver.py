@@ -685,6 +685,65 @@ async def test_a_waiting_turn_sees_configuration_as_it_is_when_it_starts() -> No
     assert models == [later]
 
 
+async def _one_item(scope: TurnScope) -> AsyncIterator[TurnScope]:
+    yield scope
+
+
+async def _opened_by(driver: str, branch: Branch, options: dict[str, Any]) -> TurnScope:
+    if driver == "run_in_turn":
+        return await run_in_turn(branch, model=None, invoke=_scope_of, **options)
+    async with stream_in_turn(branch, model=None, invoke=_one_item, **options) as items:
+        [scope] = [item async for item in items]
+    return scope
+
+
+async def _scope_of(scope: TurnScope) -> TurnScope:
+    return scope
+
+
+@pytest.mark.parametrize("driver", ["run_in_turn", "stream_in_turn"])
+async def test_both_drivers_take_the_same_turn_options(driver: str) -> None:
+    chat, parse = echo_model(), echo_model()
+    branch = Branch(chat_model=chat, parse_model=parse)
+
+    defaults = await _opened_by(driver, branch, {})
+    assert defaults.context.model is chat
+    assert defaults.context.operation is None
+    assert_idle(branch)
+
+    chosen = await _opened_by(driver, branch, {"role": "parse", "operation": "check"})
+    assert chosen.context.model is parse
+    assert chosen.context.operation == "check"
+
+    async def refused(scope: TurnScope) -> str:
+        with pytest.raises(ConfigurationError, match="without a task group"):
+            scope.start_soon(checkpoint)
+        return "refused"
+
+    async def refused_item(scope: TurnScope) -> AsyncIterator[str]:
+        yield await refused(scope)
+
+    if driver == "run_in_turn":
+        assert await run_in_turn(branch, model=None, invoke=refused, nests=False) == "refused"
+    else:
+        stream = stream_in_turn(branch, model=None, invoke=refused_item, nests=False)
+        assert [item async for item in stream] == ["refused"]
+    assert_idle(branch)
+
+
+async def test_an_unknown_turn_option_is_refused_by_both_drivers() -> None:
+    branch = Branch(chat_model=echo_model())
+    with pytest.raises(
+        TypeError, match=r"run_in_turn\(\): got an unexpected keyword argument 'nest' "
+    ):
+        await run_in_turn(branch, model=None, invoke=_value, nest=False)  # type: ignore[call-arg]
+    with pytest.raises(
+        TypeError, match=r"stream_in_turn\(\): got an unexpected keyword argument 'nest' "
+    ):
+        stream_in_turn(branch, model=None, invoke=_one_item, nest=False)  # type: ignore[call-arg]
+    assert_idle(branch)
+
+
 async def test_missing_model_fails_before_the_turn_starts() -> None:
     from lionagi.errors import ConfigurationError
     from lionagi.session.branch import Branch
