@@ -34,11 +34,12 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 import anyio
 from pydantic import BaseModel, ConfigDict, JsonValue, SecretStr, ValidationError, create_model
 
+from lionagi._declared import unexpected_keywords
 from lionagi.errors import ActionError, ConfigurationError, McpError, ToolArgumentError
 from lionagi.protocols.tools import Tool, ToolRegistry
 
@@ -55,7 +56,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 if TYPE_CHECKING:
     from mcp.client import Transport
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_TOOL_TIMEOUT", "McpServer", "McpTool"]
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_TOOL_TIMEOUT",
+    "McpServer",
+    "McpTool",
+    "ToolLoading",
+]
 
 #: seconds allowed for starting a server and the protocol handshake
 DEFAULT_CONNECT_TIMEOUT = 30.0
@@ -64,6 +71,24 @@ DEFAULT_TOOL_TIMEOUT = 300.0
 _log = logging.getLogger("lionagi.mcp")
 _CONNECTION_CLOSED = -32000  # JSON-RPC error code the SDK uses for a closed connection
 _LIST_PAGE_CAP = 1000  # a server whose tool listing never ends cannot hang list_tools
+
+
+class ToolLoading(TypedDict, total=False):
+    """How :meth:`McpServer.load_tools` (and ``Branch.load_mcp_tools``, which passes them on)
+    loads a server's tools into a registry."""
+
+    #: put before every local name, to keep two servers' tools apart (default ``""``)
+    prefix: str
+    #: keep only the listed tools; a mapping also renames them, ``{remote: local}`` (default:
+    #: every tool)
+    names: Sequence[str] | Mapping[str, str] | None
+    #: replace registered tools of the same name instead of refusing them (default False)
+    update: bool
+    #: keep the registry in step with the server's tool changes (default True)
+    follow_changes: bool
+
+
+_TOOL_LOADING = ToolLoading.__optional_keys__
 
 
 class McpServer:
@@ -316,16 +341,11 @@ class McpServer:
         return self._tools_of(listed, prefix, wanted)
 
     async def load_tools(
-        self,
-        registry: ToolRegistry,
-        *,
-        prefix: str = "",
-        names: Sequence[str] | Mapping[str, str] | None = None,
-        update: bool = False,
-        follow_changes: bool = True,
+        self, registry: ToolRegistry, **loading: Unpack[ToolLoading]
     ) -> tuple[McpTool, ...]:
         """List the server's tools (as :meth:`list_tools`) and register them in ``registry``,
-        all or none (``update=True`` replaces tools of the same name).
+        all or none (``update=True`` replaces tools of the same name); ``loading`` is the
+        :class:`ToolLoading` options.
 
         With ``follow_changes`` (the default) the registry follows the server while the
         ``async with`` block lasts: when the server says its tools changed they are listed
@@ -333,10 +353,14 @@ class McpServer:
         tool of the same name registered from elsewhere is left alone, with a warning in
         the ``"lionagi.mcp"`` log). The server keeps only a weak reference to the registry.
         Checkpoints; cancel-safe (a cancelled listing registers nothing)."""
+        if not loading.keys() <= _TOOL_LOADING:
+            raise unexpected_keywords("load_tools", loading, _TOOL_LOADING)
+        prefix, names = loading.get("prefix", ""), loading.get("names")
+        follow_changes = loading.get("follow_changes", True)
         if follow_changes:
             await self._listen_for_changes()  # first, so no change after the listing is missed
         tools = await self.list_tools(prefix=prefix, names=names)
-        registry.register_many(tools, update=update)
+        registry.register_many(tools, update=loading.get("update", False))
         if follow_changes:
             self._follows.append(_Follow(registry, prefix, _wanted(names), tools))
         return tools

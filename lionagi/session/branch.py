@@ -58,7 +58,7 @@ from lionagi.session.control import LoopControl, LoopDirective
 from lionagi.session.logs import LogManager
 
 if TYPE_CHECKING:
-    from lionagi.mcp import McpServer
+    from lionagi.mcp import McpServer, ToolLoading
     from lionagi.operations.act import ActionInput
     from lionagi.operations.events import StreamEvent
     from lionagi.operations.types import TurnExecutionContext
@@ -304,25 +304,17 @@ class Branch:
         return self._tools.register_many(tools, update=update)
 
     async def load_mcp_tools(
-        self,
-        server: McpServer,
-        *,
-        prefix: str = "",
-        names: Sequence[str] | Mapping[str, str] | None = None,
-        update: bool = False,
-        follow_changes: bool = True,
+        self, server: McpServer, **loading: Unpack[ToolLoading]
     ) -> tuple[Tool, ...]:
         """List a connected MCP server's tools and register them (all or none).
 
-        ``names`` keeps only some tools (a mapping renames them, ``{remote: local}``) and
-        ``prefix`` goes before every name; see :meth:`lionagi.mcp.McpServer.list_tools`. The
-        tools call the server only while its ``async with`` block is open; with
-        ``follow_changes`` the Branch's tools follow the server's when it says they changed
-        (see :meth:`lionagi.mcp.McpServer.load_tools`). Checkpoints; cancel-safe (a
-        cancelled listing registers nothing)."""
-        return await server.load_tools(
-            self._tools, prefix=prefix, names=names, update=update, follow_changes=follow_changes
-        )
+        ``loading`` is :meth:`lionagi.mcp.McpServer.load_tools`' options
+        (:class:`lionagi.mcp.ToolLoading`): ``names`` keeps only some tools (a mapping renames
+        them, ``{remote: local}``) and ``prefix`` goes before every name. The tools call the
+        server only while its ``async with`` block is open; with ``follow_changes`` (the
+        default) the Branch's tools follow the server's when it says they changed.
+        Checkpoints; cancel-safe (a cancelled listing registers nothing)."""
+        return await server.load_tools(self._tools, **loading)
 
     # -- models --------------------------------------------------------------------------
     @property

@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from lionagi.errors import (
     ActionError,
     ConfigurationError,
+    DuplicateToolError,
     McpError,
     ToolArgumentError,
     ToolTimeoutError,
@@ -74,6 +75,25 @@ async def test_prefix_and_names_select_and_rename(make_server: MakeServer) -> No
         assert response.output == {"result": 3}
         with pytest.raises(McpError, match="no tool 'missing'"):
             await server.list_tools(names=["add", "missing"])
+
+
+@pytest.mark.parametrize("transport", ["stdio"])  # checked on our side
+async def test_loading_options_reach_the_server_and_unknown_ones_are_refused(
+    make_server: MakeServer,
+) -> None:
+    branch = Branch()
+    async with make_server() as server:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'prefixes' "):
+            await branch.load_mcp_tools(server, prefixes="x_")  # type: ignore[call-arg]
+        assert not branch.tools.names
+        [first] = await branch.load_mcp_tools(server, names=["add"], follow_changes=False)
+        with pytest.raises(DuplicateToolError):
+            await branch.load_mcp_tools(server, names=["add"], follow_changes=False)
+        [again] = await branch.load_mcp_tools(
+            server, names=["add"], update=True, follow_changes=False
+        )
+        assert branch.tools.names == ("add",)
+        assert branch.tools.get("add") is again is not first
 
 
 @pytest.mark.parametrize("transport", ["stdio"])  # checked on our side
