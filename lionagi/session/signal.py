@@ -33,6 +33,7 @@ __all__ = [
     "NodeStart",
     "RunEnd",
     "RunFailed",
+    "RunSignal",
     "RunStart",
     "Signal",
     "ToolFailed",
@@ -71,20 +72,22 @@ class Signal(BaseModel):
         return type(self).__name__
 
 
-class RunStart(Signal):
+class RunSignal(Signal):
+    """Base of the lifecycle signals of one top-level turn: the turn, the operation it runs,
+    and the flow node it runs for (None outside a flow)."""
+
+    turn_id: UUID | None = None
+    operation: str | None = None
+    op_id: str | None = None
+
+
+class RunStart(RunSignal):
     """A top-level turn acquired its Branch and is about to run."""
 
-    turn_id: UUID | None = None
-    operation: str | None = None
-    op_id: str | None = None
 
-
-class RunEnd(Signal):
+class RunEnd(RunSignal):
     """A top-level turn finished: returned, ended its stream, or was closed by its consumer."""
 
-    turn_id: UUID | None = None
-    operation: str | None = None
-    op_id: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
     total_cost_usd: float = 0.0
@@ -94,12 +97,9 @@ class RunEnd(Signal):
     duration_ms: float = 0.0
 
 
-class RunFailed(Signal):
+class RunFailed(RunSignal):
     """A top-level turn ended with an exception or a cancellation (``data`` holds it)."""
 
-    turn_id: UUID | None = None
-    operation: str | None = None
-    op_id: str | None = None
     data: _Error = None
     duration_ms: float = 0.0
 

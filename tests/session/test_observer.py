@@ -10,7 +10,9 @@ import pytest
 from anyio.lowlevel import checkpoint
 
 from lionagi.session.observer import Observer
-from lionagi.session.signal import RunStart
+from lionagi.session.session import Session
+from lionagi.session.signal import RunEnd, RunFailed, RunSignal, RunStart
+from lionagi.testing import FunctionModel
 
 
 def _observer(events: list[str]) -> Observer:
@@ -46,3 +48,17 @@ async def test_unshielded_emit_cancels_async_handlers_but_calls_every_handler() 
         with pytest.raises(anyio.get_cancelled_exc_class()):
             await observer.emit(RunStart(branch_id=uuid4()))
     assert events == ["sync handler ran"]
+
+
+async def test_a_run_signal_handler_receives_each_turns_start_and_terminal() -> None:
+    session = Session()
+    seen: list[RunSignal] = []
+    session.observe(RunSignal, lambda signal, _: seen.append(signal))
+    branch = session.new_branch(chat_model=FunctionModel(lambda messages, **options: "ok"))
+    assert await branch.chat("hi") == "ok"
+    branch.chat_model = FunctionModel(lambda messages, **options: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        await branch.chat("again")
+    assert [type(s) for s in seen] == [RunStart, RunEnd, RunStart, RunFailed]
+    assert [s.operation for s in seen] == ["chat"] * 4
+    assert seen[0].turn_id == seen[1].turn_id != seen[2].turn_id == seen[3].turn_id
