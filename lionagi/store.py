@@ -32,7 +32,7 @@ import math
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 from uuid import UUID
 
 import anyio
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from lionagi.service.imodel import iModel
-    from lionagi.session.branch import Branch, ToolsArg
+    from lionagi.session._serialization import RestoreOptions
+    from lionagi.session.branch import Branch
 
 __all__ = ["ConversationStore", "StoreError"]
 
@@ -214,19 +214,12 @@ class ConversationStore:
         )
         return [message_from_dict(json.loads(r[0])) for r in rows]
 
-    async def load(
-        self,
-        branch_id: UUID,
-        *,
-        tools: ToolsArg | None = None,
-        chat_model: iModel | None = None,
-        parse_model: iModel | None = None,
-    ) -> Branch:
+    async def load(self, branch_id: UUID, **restoring: Unpack[RestoreOptions]) -> Branch:
         """Rebuild a Branch (same id) from the store: its history and configuration.
 
-        As with :meth:`Branch.from_dict`, API keys come from the environment and tools are
-        passed again; ``chat_model`` / ``parse_model`` replace the stored models (needed for
-        the offline models of :mod:`lionagi.testing`, whose code is not stored).
+        ``restoring`` is :meth:`Branch.from_dict`'s: API keys come from the environment and
+        tools are passed again; ``chat_model`` / ``parse_model`` replace the stored models
+        (needed for the offline models of :mod:`lionagi.testing`, whose code is not stored).
         """
         from lionagi.session.branch import Branch
 
@@ -243,18 +236,8 @@ class ConversationStore:
         if config_row is None and not rows:
             raise StoreError(f"no branch {branch_id} in conversation store {self.path}")
         data: dict[str, Any] = {"id": key} if config_row is None else json.loads(config_row[0])
-        for label, override in (("chat_model", chat_model), ("parse_model", parse_model)):
-            if override is not None:
-                data[label] = None
-        if tools is None:
-            data["tools"] = []
         data["messages"] = [json.loads(r[0]) for r in rows]
-        branch = Branch.from_dict(data, tools=tools)
-        if chat_model is not None:
-            branch.chat_model = chat_model
-        if parse_model is not None:
-            branch.parse_model = parse_model
-        return branch
+        return Branch.from_dict(data, **restoring)
 
     # -- closing -------------------------------------------------------------------------
     async def aclose(self) -> None:

@@ -7,11 +7,12 @@ the environment) and the tool names; tool functions are code and are passed agai
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lionagi._declared import unexpected_keywords
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import MessageUnion
 from lionagi.protocols.tools import Tool
@@ -20,7 +21,7 @@ from lionagi.service.imodel import iModel
 if TYPE_CHECKING:
     from lionagi.session.branch import Branch
 
-__all__ = ["BranchData", "branch_from_dict", "branch_to_dict"]
+__all__ = ["BranchData", "RestoreOptions", "branch_from_dict", "branch_to_dict"]
 
 B = TypeVar("B", bound="Branch")
 
@@ -39,6 +40,23 @@ class BranchData(BaseModel):
     tools: list[str] = Field(default_factory=list)
 
 
+class RestoreOptions(TypedDict, total=False):
+    """What :meth:`Branch.from_dict` (and ``ConversationStore.load``, which passes them on)
+    takes besides the data: what the dict cannot hold."""
+
+    #: the tool functions to attach again; every tool name the data lists must be among them
+    #: (default: none, the Branch starts without tools)
+    tools: Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]] | None
+    #: the chat model to use instead of the stored one, which is then not rebuilt (the offline
+    #: models of :mod:`lionagi.testing` keep code, which is not stored)
+    chat_model: iModel | None
+    #: likewise for the parse model
+    parse_model: iModel | None
+
+
+_RESTORE_OPTIONS = RestoreOptions.__optional_keys__
+
+
 def branch_to_dict(branch: Branch) -> dict[str, Any]:
     """What :meth:`Branch.to_dict` returns."""
     chat, parse = branch._chat_model, branch._parse_model  # parse: only when set apart
@@ -53,21 +71,16 @@ def branch_to_dict(branch: Branch) -> dict[str, Any]:
     }
 
 
-def branch_from_dict(
-    cls: type[B],
-    data: Mapping[str, Any],
-    *,
-    tools: Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]] | None = None,
-) -> B:
+def branch_from_dict(cls: type[B], data: Mapping[str, Any], restoring: RestoreOptions) -> B:
     """What :meth:`Branch.from_dict` does, building an instance of ``cls``."""
+    if not restoring.keys() <= _RESTORE_OPTIONS:
+        raise unexpected_keywords("Branch.from_dict", restoring, _RESTORE_OPTIONS)
     state = _validate(data)
-    models = {
-        key: _model(key, config)
-        for key, config in (("chat_model", state.chat_model), ("parse_model", state.parse_model))
-    }
+    chat, parse = restoring.get("chat_model"), restoring.get("parse_model")
+    tools = restoring.get("tools")
     branch = cls(
-        chat_model=models["chat_model"],
-        parse_model=models["parse_model"],
+        chat_model=_model("chat_model", state.chat_model) if chat is None else chat,
+        parse_model=_model("parse_model", state.parse_model) if parse is None else parse,
         messages=state.messages,
         name=state.name,
         user=state.user,

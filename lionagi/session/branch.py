@@ -53,7 +53,7 @@ from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
 from lionagi.service.usage_limits import UsageLimits
 from lionagi.session._frames import messages_frame
-from lionagi.session._serialization import branch_from_dict, branch_to_dict
+from lionagi.session._serialization import RestoreOptions, branch_from_dict, branch_to_dict
 from lionagi.session.control import LoopControl, LoopDirective
 from lionagi.session.logs import LogManager
 
@@ -678,14 +678,16 @@ class Branch:
         return branch_to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, tools: ToolsArg | None = None) -> Branch:
+    def from_dict(cls, data: Mapping[str, Any], **restoring: Unpack[RestoreOptions]) -> Branch:
         """Rebuild a branch from :meth:`to_dict` output.
 
-        Pass ``tools`` to re-attach functions; then every tool name the data lists must be
-        among them. Without ``tools`` the branch starts with none. API keys come from the
+        ``restoring`` (:class:`~lionagi.session._serialization.RestoreOptions`) gives what the
+        dict cannot hold: pass ``tools`` to re-attach functions, then every tool name the data
+        lists must be among them (without ``tools`` the branch starts with none);
+        ``chat_model`` / ``parse_model`` replace the stored models. API keys come from the
         environment, as for :meth:`iModel.from_dict`.
         """
-        return branch_from_dict(cls, data, tools=tools)
+        return branch_from_dict(cls, data, restoring)
 
     def __repr__(self) -> str:
         return f"Branch(id={self.id}, name={self.name!r}, messages={len(self._messages)})"

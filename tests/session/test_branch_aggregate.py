@@ -23,7 +23,7 @@ from lionagi.protocols.messages import (
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
 from lionagi.session.branch import Branch
-from lionagi.testing import FunctionModel
+from lionagi.testing import FunctionModel, TestModel
 
 SECRET = "sk-secret-123"
 
@@ -378,6 +378,18 @@ def test_round_trip() -> None:
     assert restored.to_dict() == original.to_dict()
     assert restored.chat_model is not None
     assert restored.chat_model.request_defaults == {"temperature": 0.2}
+
+
+def test_from_dict_uses_the_given_models_instead_of_the_stored_ones() -> None:
+    data = Branch(chat_model=TestModel(["stored"]), parse_model=TestModel(["parse"])).to_dict()
+    with pytest.raises(ConfigurationError, match="offline model"):
+        Branch.from_dict(data)  # a testing model's script is code: it is not in the dict
+    chat, parse = TestModel(["given"]), TestModel(["given parse"])
+    restored = Branch.from_dict(data, chat_model=chat, parse_model=parse)
+    assert restored.chat_model is chat
+    assert restored.parse_model is parse
+    with pytest.raises(TypeError, match="unexpected keyword argument 'chat' "):
+        Branch.from_dict(data, chat=chat)  # type: ignore[call-arg]
 
 
 def test_from_dict_without_tools_skips_them() -> None:
