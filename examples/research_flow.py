@@ -25,7 +25,8 @@ def reply(messages: Sequence[Message], **options: Any) -> str:
     last = messages[-1]
     assert isinstance(last, Instruction)
     if last.instruction and last.instruction.startswith("Summarize"):
-        found = sorted(k for k in (last.context or {}) if k.endswith("_result"))
+        context = last.context if isinstance(last.context, dict) else {}
+        found = sorted(k for k in context if k.endswith("_result"))
         return f"summary of {len(found)} findings; open question: how do they compose?"
     if last.instruction and last.instruction.startswith("Answer"):
         return "they nest: a task group is a cancel scope that waits for its tasks"
