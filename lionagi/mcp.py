@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_TOOL_TIMEOUT",
     "McpServer",
     "McpTool",
+    "ServerLimits",
     "ToolLoading",
 ]
 
@@ -71,6 +72,21 @@ DEFAULT_TOOL_TIMEOUT = 300.0
 _log = logging.getLogger("lionagi.mcp")
 _CONNECTION_CLOSED = -32000  # JSON-RPC error code the SDK uses for a closed connection
 _LIST_PAGE_CAP = 1000  # a server whose tool listing never ends cannot hang list_tools
+
+
+class ServerLimits(TypedDict, total=False):
+    """The time limits of an :class:`McpServer`, which :meth:`McpServer.stdio` and
+    :meth:`McpServer.http` take."""
+
+    #: seconds for each tool call of the tools it lists, None for none (default
+    #: :data:`DEFAULT_TOOL_TIMEOUT`)
+    timeout: float | None
+    #: seconds for starting the server plus the handshake, and for each listing of its tools
+    #: (default :data:`DEFAULT_CONNECT_TIMEOUT`)
+    connect_timeout: float
+
+
+_SERVER_LIMITS = ServerLimits.__optional_keys__
 
 
 class ToolLoading(TypedDict, total=False):
@@ -104,14 +120,11 @@ class McpServer:
     #: "legacy" forces the pre-2026 initialize handshake (the tests use it on one instance)
     _protocol_mode: Literal["auto", "legacy"] = "auto"
 
-    def __init__(
-        self,
-        transport: _TransportSpec,
-        *,
-        name: str,
-        timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-    ) -> None:
+    def __init__(self, transport: _TransportSpec, name: str, limits: ServerLimits) -> None:
+        if not limits.keys() <= _SERVER_LIMITS:
+            raise unexpected_keywords("McpServer", limits, _SERVER_LIMITS)
+        timeout = limits.get("timeout", DEFAULT_TOOL_TIMEOUT)
+        connect_timeout = limits.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
         _check_timeout("timeout", timeout, optional=True)
         _check_timeout("connect_timeout", connect_timeout, optional=False)
         self._spec = transport
@@ -141,20 +154,15 @@ class McpServer:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         name: str | None = None,
-        timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        **limits: Unpack[ServerLimits],
     ) -> McpServer:
         """A server run as a subprocess (``command`` plus ``args``, never through a shell).
 
         The child gets a minimal environment (``PATH``, ``HOME`` and the like) plus ``env``;
         it runs in its own process group, which is stopped when the ``async with`` ends.
         """
-        return cls(
-            _TransportSpec(stdio=_stdio_parameters(command, args, env, cwd)),
-            name=name or command,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-        )
+        spec = _TransportSpec(stdio=_stdio_parameters(command, args, env, cwd))
+        return cls(spec, name or command, limits)
 
     @classmethod
     def http(
@@ -163,8 +171,7 @@ class McpServer:
         *,
         headers: Mapping[str, str | SecretStr] | None = None,
         name: str | None = None,
-        timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        **limits: Unpack[ServerLimits],
     ) -> McpServer:
         """A server reached over streamable HTTP at ``url`` (such as ``http://host/mcp``).
 
@@ -179,12 +186,7 @@ class McpServer:
         secret_headers = {
             k: v if isinstance(v, SecretStr) else SecretStr(v) for k, v in (headers or {}).items()
         }
-        return cls(
-            _TransportSpec(url=url, headers=secret_headers),
-            name=name or url,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-        )
+        return cls(_TransportSpec(url=url, headers=secret_headers), name or url, limits)
 
     def __repr__(self) -> str:
         state = "connected" if self._client is not None else "closed"

@@ -20,7 +20,7 @@ from lionagi.errors import (
     ToolArgumentError,
     ToolTimeoutError,
 )
-from lionagi.mcp import McpServer, McpTool
+from lionagi.mcp import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpServer, McpTool
 from lionagi.protocols.messages import ActionResponse, ToolCall
 from lionagi.session.branch import Branch
 from lionagi.testing import TestModel
@@ -258,6 +258,21 @@ def test_bad_configuration_is_rejected() -> None:
         McpServer.stdio("server", timeout=0)
     with pytest.raises(ConfigurationError, match="args"):
         McpServer.stdio("server", "--flag")
+    with pytest.raises(ConfigurationError, match="connect_timeout"):
+        McpServer.http("http://127.0.0.1:1/mcp", connect_timeout=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'time_out' "):
+        McpServer.stdio("server", time_out=5)  # type: ignore[call-arg]
+
+
+def test_time_limits_default_and_pass_through_both_constructors() -> None:
+    default = McpServer.stdio("server")
+    assert (default.timeout, default.connect_timeout) == (
+        DEFAULT_TOOL_TIMEOUT,
+        DEFAULT_CONNECT_TIMEOUT,
+    )
+    over_http = McpServer.http("http://127.0.0.1:1/mcp", timeout=None, connect_timeout=2.5)
+    assert (over_http.timeout, over_http.connect_timeout) == (None, 2.5)
+    assert over_http.name == "http://127.0.0.1:1/mcp"
 
 
 def test_headers_are_secret() -> None:
