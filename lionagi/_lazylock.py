@@ -14,8 +14,6 @@ elsewhere), as a binary semaphore may.
 
 from __future__ import annotations
 
-from types import TracebackType
-
 import anyio
 from anyio.lowlevel import checkpoint_if_cancelled
 
@@ -97,10 +95,5 @@ class LazyFifoLock:
     async def __aenter__(self) -> None:
         await self.acquire()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.release()
