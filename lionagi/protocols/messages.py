@@ -218,6 +218,12 @@ class Message(_Cached):
         raise NotImplementedError
 
     @property
+    def kind(self) -> str:
+        """What kind of message it is (``"system"``, ``"instruction"``, ...): each concrete
+        message declares it as the field :data:`MessageUnion` tells them apart by."""
+        raise NotImplementedError
+
+    @property
     def metadata(self) -> dict[str, Any]:
         """Upstream lionagi's per-message ``metadata`` dict, read from the message's own fields
         (a reply's holds the raw provider response under ``"model_response"``). A new dict

@@ -81,6 +81,14 @@ def test_roles() -> None:
         _ = Message().role
 
 
+def test_every_message_has_a_kind_and_the_base_declares_it() -> None:
+    kinds = [m.kind for m in every_kind()]
+    assert kinds == ["system", "instruction", "assistant", "action_request", "action_response"]
+    assert [message_from_dict(m.model_dump()).kind for m in every_kind()] == kinds
+    with pytest.raises(NotImplementedError):
+        _ = Message().kind
+
+
 @pytest.mark.parametrize("message", every_kind(), ids=lambda m: type(m).__name__)
 def test_messages_are_immutable(message: Message) -> None:
     with pytest.raises(ValidationError):
