@@ -47,8 +47,7 @@ if TYPE_CHECKING:
 
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from lionagi.session._serialization import RestoreOptions
-    from lionagi.session.branch import Branch
+    from lionagi.session.branch import Branch, RestoreOptions
 
 __all__ = ["ConversationStore", "StoreError"]
 

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from lionagi.session.session import Session
     from lionagi.session.signal import Signal
 
-__all__ = ["Branch"]
+__all__ = ["Branch", "RestoreOptions"]
 
 # The operation bodies other than chat are imported by the methods that run them (after binding
 # the arguments, so ``locals()`` holds only the parameters): a program loads only the operations
@@ -681,7 +681,7 @@ class Branch:
     def from_dict(cls, data: Mapping[str, Any], **restoring: Unpack[RestoreOptions]) -> Branch:
         """Rebuild a branch from :meth:`to_dict` output.
 
-        ``restoring`` (:class:`~lionagi.session._serialization.RestoreOptions`) gives what the
+        ``restoring`` (:class:`~lionagi.session.branch.RestoreOptions`) gives what the
         dict cannot hold: pass ``tools`` to re-attach functions, then every tool name the data
         lists must be among them (without ``tools`` the branch starts with none);
         ``chat_model`` / ``parse_model`` replace the stored models. API keys come from the
