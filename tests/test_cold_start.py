@@ -37,10 +37,11 @@ import json, sys
 import lionagi
 from lionagi.protocols.messages import ActionRequest, ActionResponse
 from lionagi.service.types import FinalChunk, TextDelta
-from lionagi.session.signal import MessageAdded, RunEnd, RunStart
+from lionagi.session.signal import _ADAPTERS, MessageAdded, RunEnd, RunStart
 imported = sorted(m for m in {deferred!r} if m in sys.modules)
 built = {{c.__name__: c.__pydantic_complete__ for c in (
-    ActionRequest, ActionResponse, FinalChunk, TextDelta, MessageAdded, RunEnd, RunStart)}}
+    ActionRequest, ActionResponse, FinalChunk, TextDelta)}}
+built.update({{c.__name__: c in _ADAPTERS for c in (MessageAdded, RunEnd, RunStart)}})
 
 import anyio
 from lionagi.testing import FunctionModel
@@ -95,6 +96,32 @@ def test_signal_stream_and_tool_message_models_are_built_on_first_use() -> None:
         ),
         False,
     )
+
+
+OBSERVED_PROBE = """
+import json
+import anyio
+from lionagi import Session, Signal
+from lionagi.session.signal import _ADAPTERS
+from lionagi.testing import FunctionModel
+
+async def turn():
+    seen = []
+    session = Session()
+    session.observe(Signal, lambda signal, _: seen.append(signal.kind))
+    branch = session.new_branch(system="s", chat_model=FunctionModel(lambda m, **o: "ok"))
+    await branch.chat_and_record("hi")
+    return seen
+
+seen = anyio.run(turn)
+print(json.dumps({"seen": seen, "built": sorted(c.__name__ for c in _ADAPTERS)}))
+"""
+
+
+def test_an_observed_turn_builds_its_signals_without_building_a_signal_validator() -> None:
+    answer = _probe(OBSERVED_PROBE)
+    assert answer["seen"] == ["RunStart", "MessageAdded", "MessageAdded", "RunEnd"]
+    assert answer["built"] == []
 
 
 LAZY_PROBE = """

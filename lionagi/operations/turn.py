@@ -61,7 +61,7 @@ from lionagi.session.signal import (
     RunEnd,
     RunFailed,
     RunStart,
-    build_run_end,
+    _trusted,
     current_op_id,
 )
 
@@ -361,10 +361,12 @@ def schedule_message_signal(branch: Branch, message: Message) -> None:
         and binding.scope.context is context
         and _open_step(context) is not None
     ):
-        signal = MessageAdded(branch_id=branch.id, message=message, turn_id=context.turn_id)
+        signal = _trusted(MessageAdded)(
+            branch_id=branch.id, message=message, turn_id=context.turn_id
+        )
         context.pending_signals.append((observer, signal))
         return
-    spawn_detached(observer.emit, MessageAdded(branch_id=branch.id, message=message))
+    spawn_detached(observer.emit, _trusted(MessageAdded)(branch_id=branch.id, message=message))
 
 
 async def _drain_signals(context: TurnExecutionContext) -> None:
@@ -395,7 +397,9 @@ async def _deliver_queued(context: TurnExecutionContext) -> None:
         while pending:
             observer, signal = pending.popleft()
             try:
-                await observer.emit(signal, shielded=True)
+                rest = observer.send(signal, shielded=True)
+                if rest is not None:
+                    await rest
             except Exception:  # emit contains handler errors; guard the turn anyway
                 logger.exception("message signal delivery failed in turn %s", context.turn_id)
     finally:
@@ -666,14 +670,16 @@ class _Turn:
             return
         # Not shielded: a RunStart handler that blocks is cancelled with the caller, and the turn
         # then ends with its one RunFailed.
-        await observer.emit(
-            RunStart(
+        rest = observer.send(
+            _trusted(RunStart)(
                 branch_id=self.branch.id,
                 turn_id=self.context.turn_id,
                 operation=self.context.operation,
                 op_id=current_op_id.get(),
             )
         )
+        if rest is not None:
+            await rest
 
     async def _emit_terminal(self, outcome: StepOutcome[Any]) -> None:
         observer = self.branch.observer
@@ -686,18 +692,21 @@ class _Turn:
         duration_ms = (time.perf_counter() - self.started) * 1000.0
         signal: RunEnd | RunFailed
         if ended:
-            signal = build_run_end(
-                self.branch,
+            usage = context.usage
+            signal = _trusted(RunEnd)(
+                branch_id=self.branch.id,
                 turn_id=context.turn_id,
-                duration_ms=duration_ms,
-                usage=context.usage,
-                num_turns=context.model_calls,
-                attempts=context.model_attempts,
                 operation=context.operation,
                 op_id=current_op_id.get(),
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_cost_usd=usage.cost_usd or 0.0,
+                num_turns=context.model_calls,
+                attempts=context.model_attempts,
+                duration_ms=duration_ms,
             )
         else:
-            signal = RunFailed(
+            signal = _trusted(RunFailed)(
                 branch_id=self.branch.id,
                 turn_id=context.turn_id,
                 operation=context.operation,
@@ -706,7 +715,9 @@ class _Turn:
                 duration_ms=duration_ms,
             )
         try:
-            await observer.emit(signal, shielded=True)
+            rest = observer.send(signal, shielded=True)
+            if rest is not None:
+                await rest
         except Exception:  # the terminal attempt is made once; its failure is diagnostic
             logger.exception("terminal signal of turn %s failed", context.turn_id)
 

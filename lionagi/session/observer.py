@@ -23,6 +23,12 @@ Handler: TypeAlias = Callable[[Any, Any], Awaitable[None] | None]
 Authorizer: TypeAlias = Callable[[Any, "ActionRequest"], Awaitable[bool] | bool]
 
 
+def _log_failure(handler: Handler, signal: Signal) -> None:
+    logger.exception(
+        "observer handler %r failed on %s", getattr(handler, "__name__", handler), signal.kind
+    )
+
+
 class Observer:
     """Delivers signals to handlers registered for their type or any base type.
 
@@ -77,30 +83,79 @@ class Observer:
         cancellation, as if the whole call were shielded, without the cost of a cancel scope
         when every handler is synchronous.
         """
-        cancelled: BaseException | None = None
-        for handler in self.handlers_for(type(signal)):
+        rest = self.send(signal, shielded=shielded)
+        if rest is not None:
+            await rest
+
+    def send(self, signal: Signal, *, shielded: bool = False) -> Awaitable[None] | None:
+        """Call ``signal``'s handlers in order, as :meth:`emit` does, without awaiting.
+
+        Returns ``None`` when every handler has run (no handler returned an awaitable, none was
+        cancelled); otherwise an awaitable that must be awaited at once, which awaits that
+        handler's result and calls the rest. So a signal whose handlers are all synchronous is
+        delivered without a coroutine of its own. Does not checkpoint.
+        """
+        handlers = self.handlers_for(type(signal))
+        session = self.session
+        index = 0
+        for handler in handlers:
+            index += 1
             try:
-                outcome = handler(signal, self.session)
-                if outcome is not None and inspect.isawaitable(outcome):
-                    if shielded:
-                        with CancelScope(shield=True):
-                            await outcome
-                    else:
-                        await outcome
-            except get_cancelled_exc_class() as exc:
-                if cancelled is None:
-                    cancelled = exc
+                outcome = handler(signal, session)
             except Exception:
-                logger.exception(
-                    "observer handler %r failed on %s",
-                    getattr(handler, "__name__", handler),
-                    signal.kind,
-                )
-        if cancelled is not None:
-            try:
+                _log_failure(handler, signal)
+                continue
+            except get_cancelled_exc_class() as exc:
+                return self._finish(signal, handlers, index, None, exc, shielded)
+            if outcome is not None and inspect.isawaitable(outcome):
+                return self._finish(signal, handlers, index, outcome, None, shielded)
+        return None
+
+    async def _finish(
+        self,
+        signal: Signal,
+        handlers: tuple[Handler, ...],
+        index: int,
+        outcome: Awaitable[None] | None,
+        cancelled: BaseException | None,
+        shielded: bool,
+    ) -> None:
+        """Await ``outcome`` (the result of ``handlers[index - 1]``), then call and await the
+        handlers from ``index`` on; re-raise the first cancellation once all were called."""
+        session = self.session
+        try:
+            while True:
+                if outcome is not None:
+                    try:
+                        if shielded:
+                            with CancelScope(shield=True):
+                                await outcome
+                        else:
+                            await outcome
+                    except get_cancelled_exc_class() as exc:
+                        if cancelled is None:
+                            cancelled = exc
+                    except Exception:
+                        _log_failure(handlers[index - 1], signal)
+                    outcome = None
+                if index == len(handlers):
+                    break
+                handler = handlers[index]
+                index += 1
+                try:
+                    result = handler(signal, session)
+                except get_cancelled_exc_class() as exc:
+                    if cancelled is None:
+                        cancelled = exc
+                except Exception:
+                    _log_failure(handler, signal)
+                else:
+                    if result is not None and inspect.isawaitable(result):
+                        outcome = result
+            if cancelled is not None:
                 raise cancelled
-            finally:
-                del cancelled
+        finally:
+            del cancelled
 
     # -- the authorization gate used before tool calls ------------------------------------
     def set_authorizer(self, authorizer: Authorizer | None) -> None:

@@ -6,18 +6,33 @@ outside a flow); :class:`MessageAdded` carries the ``turn_id`` when the message 
 inside a live turn. Flow signals (:class:`FlowStart`, :class:`NodeStart`, :class:`NodeEnd`,
 :class:`NodeFailed`, :class:`NodeSkipped`, :class:`FlowEnd`) describe a
 :meth:`~lionagi.session.session.Session.flow`. UUIDs serialize to their string form.
+
+Signals are immutable, slotted dataclasses that pydantic validates and serializes: a signal you
+build is validated (lax coercion, ``ValidationError`` naming the field, unknown keywords ignored
+as a pydantic model ignores them), assigning to one raises pydantic's ``frozen_instance`` error,
+and they keep the ``BaseModel`` methods code calls on them (``model_dump``,
+``model_dump_json``, ``model_validate``, ``model_validate_json``, ``model_copy``,
+``model_json_schema``) with the same output, but are not ``BaseModel`` instances. An observed
+turn builds several signals and every handler reads them, so a signal is only its field slots,
+read as plain attributes; the signals the library builds from values it already holds as the
+field types skip validation (:func:`_trusted`) and equal what validation would build. The
+pydantic validator and serializer of a class are built the first time one is needed, so
+importing the signals costs a few plain classes.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias, TypeVar
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import ConfigDict, PlainSerializer, TypeAdapter
 
-from lionagi.protocols.messages import Message, Usage
+from lionagi.protocols.messages import Message, Usage, _refuse_assignment
 
 __all__ = [
     "SIGNAL_SCHEMA_VERSION",
@@ -57,21 +72,106 @@ def _error_text(error: BaseException | None) -> str | None:
 #: a signal's exception field: the exception itself, dumped as :func:`_error_text`
 _Error: TypeAlias = Annotated[BaseException | None, PlainSerializer(_error_text)]
 
+S = TypeVar("S", bound="Signal")
+_set = object.__setattr__
 
-class Signal(BaseModel):
-    """Base of every signal: the Branch it concerns and when it was raised."""
 
-    # Built on first use: without an observer no signal is ever made, so import pays nothing.
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
+# Every signal class is a dataclass for its slots and fields only (keyword-only); the validating
+# __init__, equality, hash and repr are Signal's own, so declaring a class generates no code.
+
+
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
+class Signal:
+    """Base of every signal: the Branch it concerns and when it was raised.
+
+    ``kind`` is the signal's class name. Built from keyword arguments, validated by pydantic.
+    Equal when of the same class with equal fields; hashable when every field is. A subclass of
+    your own declares its fields as annotations with defaults, as for a pydantic model; it is
+    made a dataclass when it is first used.
+    """
+
+    # read by pydantic when it builds a signal class's validator and serializer
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(arbitrary_types_allowed=True)
+    kind: ClassVar[str] = "Signal"
 
     branch_id: UUID | None = None
-    created_at: float = Field(default_factory=time.time)
+    created_at: float = dataclasses.field(default_factory=time.time)
 
-    @property
-    def kind(self) -> str:
-        return type(self).__name__
+    def __init_subclass__(cls) -> None:
+        cls.kind = cls.__name__  # (no super(): a slotted dataclass's methods cannot use it)
+
+    def __init__(self, **data: Any) -> None:
+        validated = _adapter(type(self)).validate_python(data)
+        for name in _field_names(type(self)):
+            _set(self, name, getattr(validated, name))
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _field_names(type(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _field_names(type(self)))
+        return f"{type(self).__name__}({fields})"
+
+    def __str__(self) -> str:
+        return " ".join(f"{name}={getattr(self, name)!r}" for name in _field_names(type(self)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self._values())
+
+    # -- the BaseModel methods code calls on signals ---------------------------------------
+    @classmethod
+    def model_validate(cls, obj: Any, *, strict: bool | None = None) -> Self:
+        """Validate ``obj`` (an instance, or a mapping of field values) into this class."""
+        value: Self = _adapter(cls).validate_python(obj, strict=strict)
+        return value
+
+    @classmethod
+    def model_validate_json(cls, data: str | bytes, *, strict: bool | None = None) -> Self:
+        """Validate a JSON document into this class."""
+        value: Self = _adapter(cls).validate_json(data, strict=strict)
+        return value
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]:
+        """The JSON schema of this class (validation mode)."""
+        return _adapter(cls).json_schema()
+
+    def model_dump(self, *, mode: Literal["python", "json"] = "python", **options: Any) -> Any:
+        """The field values as a dict (``mode="json"``: JSON-compatible values). Options as
+        pydantic's ``model_dump`` (``include``, ``exclude``, ``exclude_none``, ...)."""
+        return _adapter(type(self)).dump_python(self, mode=mode, **options)
+
+    def model_dump_json(self, *, indent: int | None = None, **options: Any) -> str:
+        """The field values as a JSON document. Options as pydantic's ``model_dump_json``."""
+        return _adapter(type(self)).dump_json(self, indent=indent, **options).decode()
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` applied. As with pydantic's ``model_copy``, the update is
+        not validated; a name that is not a field is refused."""
+        names = _field_names(type(self))
+        values = dict(zip(names, self._values(), strict=True))
+        if deep:
+            values = copy.deepcopy(values)
+        if update:
+            unknown = [name for name in update if name not in values]
+            if unknown:
+                raise TypeError(
+                    f"{type(self).__name__}.model_copy() got unknown fields {unknown}; "
+                    f"fields are {', '.join(names)}"
+                )
+            values.update(update)
+        return _trusted(type(self))(**values)
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class RunSignal(Signal):
     """Base of the lifecycle signals of one top-level turn: the turn, the operation it runs,
     and the flow node it runs for (None outside a flow)."""
@@ -81,10 +181,12 @@ class RunSignal(Signal):
     op_id: str | None = None
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class RunStart(RunSignal):
     """A top-level turn acquired its Branch and is about to run."""
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class RunEnd(RunSignal):
     """A top-level turn finished: returned, ended its stream, or was closed by its consumer."""
 
@@ -97,6 +199,7 @@ class RunEnd(RunSignal):
     duration_ms: float = 0.0
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class RunFailed(RunSignal):
     """A top-level turn ended with an exception or a cancellation (``data`` holds it)."""
 
@@ -104,6 +207,7 @@ class RunFailed(RunSignal):
     duration_ms: float = 0.0
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class ToolFailed(Signal):
     """A tool call failed: refused, unknown tool, invalid arguments, the tool raised or timed
     out, or its output could not be serialized. ``data`` holds the exception (with its
@@ -119,6 +223,7 @@ class ToolFailed(Signal):
     data: _Error = None
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class ModelRetry(Signal):
     """A model call failed with a retryable error and will be sent again after ``wait`` seconds.
 
@@ -136,6 +241,7 @@ class ModelRetry(Signal):
     model: str | None = None
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class MessageAdded(Signal):
     """A message was appended to the Branch history."""
 
@@ -179,18 +285,21 @@ def build_run_end(
 
 
 # -- flow signals -------------------------------------------------------------------------------
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class FlowSignal(Signal):
     """Base of the signals of one :meth:`~lionagi.session.session.Session.flow` run."""
 
     flow_id: UUID
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class FlowStart(FlowSignal):
     """A flow validated its graph and is about to start its first node."""
 
     node_count: int = 0
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class NodeSignal(FlowSignal):
     """Base of the signals about one node: ``op_id`` is the node id, ``name`` its reference."""
 
@@ -198,10 +307,12 @@ class NodeSignal(FlowSignal):
     name: str | None = None
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class NodeStart(NodeSignal):
     """A node's dependencies are met and it is about to run its turn on ``branch_id``."""
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class NodeEnd(NodeSignal):
     """A node's turn returned; ``turn_id`` is that turn."""
 
@@ -209,6 +320,7 @@ class NodeEnd(NodeSignal):
     duration_ms: float = 0.0
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class NodeFailed(NodeSignal):
     """A node's turn raised or was cancelled (``data`` holds the exception)."""
 
@@ -217,12 +329,14 @@ class NodeFailed(NodeSignal):
     duration_ms: float = 0.0
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class NodeSkipped(NodeSignal):
     """A node did not run: a dependency failed or was skipped, or no edge condition held."""
 
     reason: str = ""
 
 
+@dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
 class FlowEnd(FlowSignal):
     """A flow ended: every node it started has finished (``status`` says how the flow ended)."""
 
@@ -232,3 +346,128 @@ class FlowEnd(FlowSignal):
     skipped: int = 0
     cancelled: int = 0
     duration_ms: float = 0.0
+
+
+_SIGNALS: tuple[type[Signal], ...] = (
+    Signal,
+    RunSignal,
+    RunStart,
+    RunEnd,
+    RunFailed,
+    ToolFailed,
+    ModelRetry,
+    MessageAdded,
+    FlowSignal,
+    FlowStart,
+    NodeSignal,
+    NodeStart,
+    NodeEnd,
+    NodeFailed,
+    NodeSkipped,
+    FlowEnd,
+)
+
+# Immutable as a frozen BaseModel is: assigning raises pydantic's frozen_instance error, as it
+# does for messages.
+for _class in _SIGNALS:
+    _class.__setattr__ = _refuse_assignment  # type: ignore[method-assign]
+    _class.__delattr__ = _refuse_assignment  # type: ignore[method-assign]
+del _class
+
+
+_MISSING: Any = object()
+
+
+# per signal class, each made on first use
+_FIELD_NAMES: dict[type[Signal], tuple[str, ...]] = {}
+_ADAPTERS: dict[type[Signal], TypeAdapter[Any]] = {}
+_BUILDERS: dict[type[Signal], Callable[..., Any]] = {}
+
+
+def _field_names(cls: type[Signal]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(field.name for field in _fields(cls))
+    return names
+
+
+def _fields(cls: type[Signal]) -> tuple[dataclasses.Field[Any], ...]:
+    """``cls``'s fields; a subclass declared without the dataclass decorator (one of a user's)
+    is made a dataclass, in place, with instance dicts."""
+    if "__dataclass_fields__" not in cls.__dict__:
+        dataclasses.dataclass(kw_only=True, init=False, repr=False, eq=False, match_args=False)(cls)
+    return dataclasses.fields(cls)
+
+
+def _adapter(cls: type[S]) -> TypeAdapter[S]:
+    """``cls``'s pydantic validator and serializer."""
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        _fields(cls)
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+def _rebuild(cls: type[S], values: tuple[Any, ...]) -> S:
+    """Unpickle a signal (its field values, in order)."""
+    return _trusted(cls)(**dict(zip(_field_names(cls), values, strict=True)))
+
+
+def _trusted(cls: type[S]) -> Callable[..., S]:
+    """``cls``'s constructor for the library's own signals: keyword arguments as ``cls``'s,
+    values already of the field types, defaults as ``cls``'s; nothing is validated.
+
+    A validated build costs more than the rest of delivering a signal to a handler, and the
+    turn driver builds a handful per observed turn from values it holds as the field types (ids,
+    counters, a message, an exception), so it builds them with this; anything a user builds is
+    validated. The instance is filled through a mutable twin of ``cls`` with the same slots --
+    plain slot writes -- and then given ``cls`` as its class (a signal refuses every
+    assignment). The constructor is generated, once per class, as dataclasses generate their
+    ``__init__``.
+    """
+    known = _BUILDERS.get(cls)
+    if known is not None:
+        return known
+    fields = _fields(cls)
+    layout = {"__slots__": cls.__slots__} if "__slots__" in cls.__dict__ else {}
+    twin = type(
+        cls.__name__,
+        cls.__bases__,
+        {
+            **layout,
+            "__setattr__": object.__setattr__,
+            "__delattr__": object.__delattr__,
+            "__module__": cls.__module__,
+            "__qualname__": f"{cls.__qualname__}.<twin>",
+        },
+    )
+    namespace: dict[str, Any] = {"_new": object.__new__, "_twin": twin, "_cls": cls}
+    params, body = [], []
+    for field in fields:
+        name = field.name
+        if field.default_factory is not dataclasses.MISSING:
+            namespace[f"_factory_{name}"] = field.default_factory
+            params.append(f"{name}=_MISSING")
+            body.append(f"    self.{name} = _factory_{name}() if {name} is _MISSING else {name}")
+            continue
+        if field.default is dataclasses.MISSING:
+            params.append(name)
+        else:
+            namespace[f"_default_{name}"] = field.default
+            params.append(f"{name}=_default_{name}")
+        body.append(f"    self.{name} = {name}")
+    namespace["_MISSING"] = _MISSING
+    source = "\n".join(
+        [
+            f"def build(*, {', '.join(params)}):",
+            "    self = _new(_twin)",
+            *body,
+            "    self.__class__ = _cls",
+            "    return self",
+        ]
+    )
+    exec(source, namespace)
+    build: Callable[..., S] = namespace["build"]
+    build.__qualname__ = f"{cls.__qualname__}.<trusted>"
+    _BUILDERS[cls] = build
+    return build

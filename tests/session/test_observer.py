@@ -62,3 +62,34 @@ async def test_a_run_signal_handler_receives_each_turns_start_and_terminal() -> 
     assert [type(s) for s in seen] == [RunStart, RunEnd, RunStart, RunFailed]
     assert [s.operation for s in seen] == ["chat"] * 4
     assert seen[0].turn_id == seen[1].turn_id != seen[2].turn_id == seen[3].turn_id
+
+
+async def test_send_runs_synchronous_handlers_at_once_and_leaves_the_rest_to_await(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    events: list[str] = []
+    observer = Observer()
+
+    async def later(name: str) -> None:
+        await checkpoint()
+        events.append(name)
+
+    def broken(signal: Any, _: Any) -> None:
+        raise RuntimeError("handler bug")
+
+    observer.subscribe(RunStart, lambda s, _: events.append("first"))
+    observer.subscribe(RunStart, broken)
+    observer.subscribe(RunStart, lambda s, _: later("returned a coroutine"))
+    observer.subscribe(RunStart, lambda s, _: events.append("after it"))
+    rest = observer.send(RunStart(branch_id=uuid4()))
+    # the handlers up to the first awaitable ran; the rest run, in order, when it is awaited
+    assert events == ["first"]
+    assert "handler bug" in caplog.text
+    assert rest is not None
+    await rest
+    assert events == ["first", "returned a coroutine", "after it"]
+
+    synchronous = Observer()
+    synchronous.subscribe(RunStart, lambda s, _: events.append("sync only"))
+    assert synchronous.send(RunStart(branch_id=uuid4())) is None
+    assert events[-1] == "sync only"
