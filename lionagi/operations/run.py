@@ -33,7 +33,7 @@ from lionagi.operations.events import (
     ToolFinished,
     ToolStarted,
 )
-from lionagi.operations.turn import TurnStream, control_point, stream_in_turn
+from lionagi.operations.turn import TurnStream, control_point, guard_wait, stream_in_turn
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -107,7 +107,12 @@ def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[_Ite
         return _RunTurn(branch, scope, message, params, events).items()
 
     return stream_in_turn(
-        branch, model=params.chat_model, invoke=invoke, operation=operation, nests=False
+        branch,
+        model=params.chat_model,
+        invoke=invoke,
+        operation=operation,
+        nests=False,
+        guarded=True,
     )
 
 
@@ -188,22 +193,25 @@ class _RunTurn:
             for request in pending:
                 yield ToolStarted(request)
         # act polls control, records the results as one batch, and joins this turn
-        for response in await act_batch(self.branch, pending):
+        with guard_wait(self.scope):
+            responses = await act_batch(self.branch, pending)
+        for response in responses:
             for item in self.handed_out(response):
                 yield item
 
     async def open_call(self, model: iModel) -> AsyncIterator[StreamChunk]:
         """Stream the model once, resuming the Branch's last CLI session with its provider."""
         provider = model.provider_name
-        return await self.scope.stream_model(
-            self.branch,
-            model,
-            ask=self.instruction,
-            pending=self.uncommitted,
-            tools=self.tools,
-            session_id=self.params.session_id or self.branch.resume_ids.get(provider),
-            options=self.params.request_options,
-        )
+        with guard_wait(self.scope):
+            return await self.scope.stream_model(
+                self.branch,
+                model,
+                ask=self.instruction,
+                pending=self.uncommitted,
+                tools=self.tools,
+                session_id=self.params.session_id or self.branch.resume_ids.get(provider),
+                options=self.params.request_options,
+            )
 
     def commit(self, message: Message) -> Iterator[_Item]:
         """Record ``message`` (after the instruction, for the first reply) and hand it out."""

@@ -34,6 +34,7 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
@@ -53,6 +54,7 @@ from lionagi._compat import (
 )
 from lionagi._declared import unexpected_keywords
 from lionagi._ids import new_id
+from lionagi._interrupt import Interrupt
 from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope, _Outcome
 from lionagi.session.control import StopStream, check_control
@@ -153,11 +155,12 @@ class StepGroup:
     nested work started there is its children. ``group`` is None for a step run without one
     (an operation that starts no nested work).
     ``cancel_scope`` is what cancels the step (the group's own scope, or for a stream step
-    without a group a scope of its own); None for a coroutine step without a group."""
+    without a group a scope of its own, or the turn's :class:`~lionagi._interrupt.Interrupt`
+    for a guarded body's step); None for a coroutine step without a group."""
 
     group: TaskGroup | None
     task_id: int  # the task that opened it; alive (so the id is unique) while the group is open
-    cancel_scope: anyio.CancelScope | CancelHandle | None = None
+    cancel_scope: anyio.CancelScope | CancelHandle | Interrupt | None = None
     started: set[TaskHandle] = field(default_factory=set)
     open: bool = True
 
@@ -171,6 +174,9 @@ class StreamConsumer:
     task: weakref.ref[object] | None = None
     joinable: bool = False  # True only between items of a live, not abandoned, stream
     closed: bool = False
+    # where the waits of an item's step register (a body that guards its waits, see
+    # stream_in_turn), so aclose() from another task stops them without a cancel scope per step
+    interrupt: Interrupt | None = None
 
     def bind(self) -> int:
         """Make the calling task the consumer (the task that asked for the latest item); its
@@ -392,6 +398,12 @@ async def _drain_signals(context: TurnExecutionContext) -> None:
 async def _deliver_queued(context: TurnExecutionContext) -> None:
     context.delivering = True
     token = _delivering_var.set(True)
+    # the delivery is shielded: a handler's own waits must not register with the step's interrupt
+    consumer = context.consumer
+    interrupt = None if consumer is None else consumer.interrupt
+    armed = interrupt is not None and interrupt.armed
+    if armed:
+        interrupt.armed = False  # type: ignore[union-attr]  # armed: not None
     try:
         pending = context.pending_signals
         while pending:
@@ -403,11 +415,26 @@ async def _deliver_queued(context: TurnExecutionContext) -> None:
             except Exception:  # emit contains handler errors; guard the turn anyway
                 logger.exception("message signal delivery failed in turn %s", context.turn_id)
     finally:
+        if armed:
+            interrupt.armed = True  # type: ignore[union-attr]
         _delivering_var.reset(token)
         context.delivering = False
         delivered, context.delivered = context.delivered, None
         if delivered is not None:
             delivered.set()
+
+
+def guard_wait(scope: TurnScope) -> AbstractContextManager[None]:
+    """Around one wait of a stream body that passes ``guarded=True`` to :func:`stream_in_turn`
+    (a tool batch, the opening of a model call): while an item's step runs without a cancel
+    scope, the wait gets one that ``aclose()`` from another task cancels; it then raises out of
+    the ``with`` block, and the turn ends. A no-op elsewhere."""
+    consumer = scope.context.consumer
+    interrupt = None if consumer is None else consumer.interrupt
+    return _NO_GUARD if interrupt is None else interrupt.guard()
+
+
+_NO_GUARD = nullcontext()
 
 
 async def control_point(scope: TurnScope) -> None:
@@ -508,14 +535,7 @@ async def _run_step(
         if owner and (ends_turn or error is not None):
             context.phase = "finalizing"
         # the owner's step ends all nested work of the turn; a joined call ends its own
-        pending: set[Any] = context.nested_tasks if owner else step.started
-        if pending:  # skip the shielded scope when idle
-            mine = () if owner else tuple(step.started)
-            with anyio.CancelScope(shield=True):
-                await _cancel_and_join(pending)
-                context.nested_tasks.difference_update(mine)
-        if context.signals_pending:
-            await _drain_signals(context)
+        await _step_cleanup(context, context.nested_tasks if owner else step.started)
     finally:
         _active_turn_var.reset(token)
         if traced is not None:  # a joined call's failure is not the turn's
@@ -524,6 +544,18 @@ async def _run_step(
         return StepOutcome(value, error)
     finally:
         error = None  # this frame is in the error's traceback: no cycle through its locals
+
+
+async def _step_cleanup(context: TurnExecutionContext, pending: set[Any]) -> None:
+    """The end of a step: cancel and await its unfinished nested work (``pending``: all of the
+    turn's, for the owner's step), shielded, then deliver the turn's message signals."""
+    if pending:  # skip the shielded scope when idle
+        mine = () if pending is context.nested_tasks else tuple(pending)
+        with anyio.CancelScope(shield=True):
+            await _cancel_and_join(pending)
+            context.nested_tasks.difference_update(mine)
+    if context.signals_pending:
+        await _drain_signals(context)
 
 
 async def _run_nested(
@@ -785,12 +817,14 @@ class _StreamDriver(Generic[T]):
     object, so dropping the stream frees it by reference counting and reports the abandonment."""
 
     __slots__ = (
+        "_binding",
         "_close_requested",
         "_closed",
         "_entry",
         "_items",
         "_loop",
         "_scope",
+        "_step",
         "_turn",
         "branch",
         "consumer",
@@ -806,6 +840,7 @@ class _StreamDriver(Generic[T]):
         model: iModel | None,
         invoke: Callable[[TurnScope], AsyncIterator[T]],
         options: TurnOptions,
+        guarded: bool = False,
     ) -> None:
         self.branch = branch
         self.model = model
@@ -820,10 +855,84 @@ class _StreamDriver(Generic[T]):
         self._loop: EventLoopToken | None = None
         self._close_requested = False
         self._closed: anyio.Event | None = None
+        # the one step record and binding of every step after the first of an ungrouped turn
+        self._step: StepGroup | None = None
+        self._binding: _ActiveTurnBinding | None = None
+        if guarded and not options.get("nests", True):
+            self.consumer.interrupt = Interrupt()
 
     # -- iteration ------------------------------------------------------------------------
     async def next(self) -> T:
         state = self.state
+        step = self._step
+        if state is DriverState.BETWEEN_STEPS and step is not None:
+            # A step of an ungrouped turn, after the first: the step record and binding are
+            # reused, and a body that guards its waits opens no cancel scope (its waits
+            # register theirs with the consumer's interrupt, which aclose() cancels).
+            turn = self._turn
+            items = self._items
+            assert turn is not None
+            assert items is not None
+            context = turn.context
+            if context.nested_tasks or _instrument.tracer is not None:
+                return await self._full_step(state)
+            consumer = self.consumer
+            task = current_task()
+            ref = consumer.task
+            if ref is None or ref() is not task:
+                consumer.task = weakref.ref(task)
+            self.state = DriverState.IN_STEP
+            consumer.joinable = False
+            step.task_id = id(task)
+            step.open = True
+            context.step_group = step
+            interrupt = consumer.interrupt
+            error: BaseException | None = None
+            token = _active_turn_var.set(self._binding)
+            try:
+                if interrupt is None:
+                    cancel_scope = step.cancel_scope = new_cancel_scope()
+                    with cancel_scope:
+                        try:
+                            value = await items.__anext__()
+                        except BaseException as exc:
+                            error = exc
+                else:
+                    interrupt.armed = True
+                    try:
+                        value = await items.__anext__()
+                    except BaseException as exc:
+                        error = exc
+                    interrupt.armed = False
+                if error is not None:
+                    context.phase = "finalizing"
+                await _step_cleanup(context, context.nested_tasks)
+            finally:
+                _active_turn_var.reset(token)
+                step.open = False
+                context.step_group = None
+            if error is None and not self._close_requested:
+                self.state = DriverState.BETWEEN_STEPS
+                consumer.joinable = True
+                return value
+            try:
+                return await self._failed_step(error)
+            finally:
+                error = None  # this frame is in the error's traceback: no cycle through it
+        return await self._full_step(state)
+
+    async def _failed_step(self, error: BaseException | None) -> T:
+        """End the turn after a quick step that failed or was closed from another task."""
+        if error is not None:
+            await cancel_shielded_checkpoint()  # see _in_step_group
+        if self._close_requested:
+            await self._finish(StepOutcome())
+            raise StopAsyncIteration
+        outcome: StepOutcome[T] = StepOutcome(error=error)
+        del error
+        return await self._ended(outcome)
+
+    async def _full_step(self, state: DriverState) -> T:
         if state is DriverState.IN_STEP:
             raise RuntimeError("this stream is already being iterated by another task")
         if state in (DriverState.FINALIZING, DriverState.CLOSED):
@@ -836,8 +945,11 @@ class _StreamDriver(Generic[T]):
                     self._entry, self._scope = entry, nested
                 else:
                     self._loop = current_token()
-                    self._turn = await _Turn.begin(self.branch, self.model, self.options)
-                    self._turn.context.consumer = self.consumer
+                    self._turn = begun = await _Turn.begin(self.branch, self.model, self.options)
+                    begun.context.consumer = self.consumer
+                    if not self.options.get("nests", True):
+                        self._step = StepGroup(None, task_id, self.consumer.interrupt)
+                        self._binding = _ActiveTurnBinding(self.branch.id, begun.scope, self._step)
             except BaseException:  # cancelled while waiting, or no model: nothing started
                 self.state = DriverState.CLOSED
                 self.consumer.closed = True
@@ -863,16 +975,20 @@ class _StreamDriver(Generic[T]):
             await self._finish(StepOutcome())
             raise StopAsyncIteration
         if outcome.error is not None:
-            await self._finish(outcome)
-            if outcome.ended_cleanly:
-                raise StopAsyncIteration
-            try:
-                _unwrap(outcome)
-            finally:
-                del outcome
+            return await self._ended(outcome)
         self.state = DriverState.BETWEEN_STEPS
         self.consumer.joinable = True
         return outcome.value  # type: ignore[return-value]  # set whenever error is None
+
+    async def _ended(self, outcome: StepOutcome[T]) -> T:
+        """End the turn after a step that raised: stop the stream, or re-raise."""
+        await self._finish(outcome)
+        if outcome.ended_cleanly:
+            raise StopAsyncIteration
+        try:
+            return _unwrap(outcome)
+        finally:
+            del outcome
 
     async def _advance(self) -> T:
         assert self._turn is not None
@@ -1006,9 +1122,9 @@ class TurnStream(Generic[T]):
     def __aiter__(self) -> TurnStream[T]:
         return self
 
-    async def __anext__(self) -> T:
+    def __anext__(self) -> Awaitable[T]:
         """The next item. Checkpoints; the first call waits for the Branch (FIFO)."""
-        return await self._driver.next()
+        return self._driver.next()
 
     async def __aenter__(self) -> TurnStream[T]:
         return self
@@ -1036,6 +1152,7 @@ def stream_in_turn(
     *,
     model: iModel | None,
     invoke: Callable[[TurnScope], AsyncIterator[T]],
+    guarded: bool = False,
     **options: Unpack[TurnOptions],
 ) -> TurnStream[T]:
     """Iterate ``invoke(scope)`` as one turn of ``branch``, holding the turn until the end.
@@ -1049,7 +1166,13 @@ def stream_in_turn(
     work (no ``scope.start_soon``); as for :func:`run_in_turn`, the steps then run without a
     task group. Every step has one cancel scope (the group's, or its own), which ``aclose()``
     from another task cancels.
+
+    ``guarded=True`` (with ``nests=False``) declares that every wait of the body outside a
+    shielded scope is guarded: the model streams it opens through ``scope.stream_model`` (their
+    opening and each chunk's wait) and the waits it puts in :func:`guard_wait`. The steps after
+    the first then open no cancel scope of their own: ``aclose()`` from another task cancels the
+    guarded wait in progress, or the next one refuses to start (:mod:`lionagi._interrupt`).
     """
     if not options.keys() <= _TURN_OPTIONS:
         raise unexpected_keywords("stream_in_turn", options, _TURN_OPTIONS)
-    return TurnStream(_StreamDriver(branch, model, invoke, options))
+    return TurnStream(_StreamDriver(branch, model, invoke, options, guarded))

@@ -289,11 +289,12 @@ class TurnScope:
         from lionagi.operations._model_call import prepare_call
 
         request, on_retry = await prepare_call(self, branch, ask, pending, None)
-        return model.stream(
-            request,
-            tools=tools,
-            response_format=response_format,
-            session_id=session_id,
-            on_retry=on_retry,
-            **(options or {}),
+        asked = {"tools": tools, "response_format": response_format, "session_id": session_id}
+        if options:
+            asked.update(options)
+        # a stream turn's item waits for the model at the cancel scopes the model stream has:
+        # they are registered with the turn's interrupt (lionagi._interrupt)
+        consumer = self.context.consumer
+        return model._chunks(
+            request, on_retry, asked, None if consumer is None else consumer.interrupt
         )

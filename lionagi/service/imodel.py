@@ -18,6 +18,7 @@ from pydantic import BaseModel, SecretStr
 
 from lionagi import _instrument
 from lionagi._declared import declared_as
+from lionagi._interrupt import Interrupt, Interrupted
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
@@ -330,7 +331,7 @@ class iModel:
         )
 
     @declared_as(invoke)
-    async def stream(
+    def stream(
         self, messages: Sequence[Message], *, on_retry: RetryHook | None = None, **asked: Any
     ) -> AsyncGenerator[StreamChunk, None]:
         """:meth:`invoke`'s call (its parameters), streamed: yield reply chunks; the last is a
@@ -339,22 +340,26 @@ class iModel:
         The timeout bounds the wait for each chunk. No cancel scope spans a ``yield``. The retry
         policy and rate limits apply until the first chunk arrives: a stream that failed before
         yielding anything is opened again; once a chunk was yielded, a failure is raised.
+        Nothing runs until the first chunk is asked for.
         """
+        return self._chunks(messages, on_retry, asked, None)
+
+    async def _chunks(
+        self,
+        messages: Sequence[Message],
+        on_retry: RetryHook | None,
+        asked: dict[str, Any],
+        interrupt: Interrupt | None,
+    ) -> AsyncGenerator[StreamChunk, None]:
+        """:meth:`stream`; ``interrupt`` (a stream turn's) gets the scope of each wait: the
+        opening of the call and each chunk's (see :mod:`lionagi._interrupt`)."""
         request = self.request(messages, **asked)
         limiter = None if self._limiter is None else self._limiter.get()
-        if self.retry is None:
-            opened = await self._open_stream(request, limiter)
-            attempts = 1
+        if interrupt is None:
+            opened, attempts = await self._open_retried(request, limiter, on_retry, None)
         else:
-            opened, attempts = await call_with_retry(
-                self.retry,
-                lambda: self._open_stream(request, limiter),
-                idempotent=self.provider.idempotent,
-                clock=self.clock,
-                on_retry=on_retry,
-                provider=self.provider_name,
-                model=self.model,
-            )
+            with interrupt.guard():
+                opened, attempts = await self._open_retried(request, limiter, on_retry, interrupt)
         chunks, chunk, borrower, grant = opened
         try:
             while chunk is not None:
@@ -366,12 +371,37 @@ class iModel:
                         update = {"attempts": attempts}
                         chunk = FinalChunk(response=chunk.response.model_copy(update=update))
                 yield chunk
-                chunk = await self._next_chunk(chunks)
+                chunk = await self._next_chunk(chunks, interrupt)
         finally:
             await self._close_stream(chunks, limiter, borrower)
 
+    async def _open_retried(
+        self,
+        request: ModelRequest,
+        limiter: anyio.CapacityLimiter | None,
+        on_retry: RetryHook | None,
+        interrupt: Interrupt | None,
+    ) -> tuple[
+        tuple[AsyncIterator[StreamChunk], StreamChunk | None, object, RateLimitGrant | None], int
+    ]:
+        """:meth:`_open_stream` under the retry policy, and the attempts it took."""
+        if self.retry is None:
+            return await self._open_stream(request, limiter, interrupt), 1
+        return await call_with_retry(
+            self.retry,
+            lambda: self._open_stream(request, limiter, interrupt),
+            idempotent=self.provider.idempotent,
+            clock=self.clock,
+            on_retry=on_retry,
+            provider=self.provider_name,
+            model=self.model,
+        )
+
     async def _open_stream(
-        self, request: ModelRequest, limiter: anyio.CapacityLimiter | None
+        self,
+        request: ModelRequest,
+        limiter: anyio.CapacityLimiter | None,
+        interrupt: Interrupt | None = None,
     ) -> tuple[AsyncIterator[StreamChunk], StreamChunk | None, object, RateLimitGrant | None]:
         """One attempt at a stream: a rate-limit place, a slot, the stream and its first chunk.
 
@@ -386,25 +416,37 @@ class iModel:
             await limiter.acquire_on_behalf_of(borrower)
         chunks = _instrument.stream(self, request, self.provider.stream(request))
         try:
-            first = await self._next_chunk(chunks)
+            first = await self._next_chunk(chunks, interrupt)
         except BaseException:
             await self._close_stream(chunks, limiter, borrower)
             raise
         return chunks, first, borrower, grant
 
-    async def _next_chunk(self, chunks: AsyncIterator[StreamChunk]) -> StreamChunk | None:
-        """The next chunk (``None`` at the end), waiting at most ``timeout`` for it."""
+    async def _next_chunk(
+        self, chunks: AsyncIterator[StreamChunk], interrupt: Interrupt | None = None
+    ) -> StreamChunk | None:
+        """The next chunk (``None`` at the end), waiting at most ``timeout`` for it. Its wait's
+        cancel scope is registered with ``interrupt`` when that takes it (one is opened for
+        that without a timeout)."""
         wait = self.timeout
-        if wait is None:  # no deadline: no cancel scope per chunk either
+        guarded = interrupt is not None and interrupt.takes()
+        if wait is None and not guarded:  # no deadline: no cancel scope per chunk either
             try:
                 return await chunks.__anext__()
             except StopAsyncIteration:
                 return None
-        with anyio.move_on_after(wait) as scope:
+        with anyio.CancelScope() if wait is None else anyio.move_on_after(wait) as scope:
+            if guarded:
+                interrupt.scope = scope  # type: ignore[union-attr]  # guarded: not None
             try:
                 return await chunks.__anext__()
             except StopAsyncIteration:
                 return None
+            finally:
+                if guarded:
+                    interrupt.scope = None  # type: ignore[union-attr]
+        if guarded and interrupt.requested:  # type: ignore[union-attr]
+            raise Interrupted
         assert scope.cancelled_caught
         raise ProviderTimeout(
             f"no stream data within {wait:g}s",

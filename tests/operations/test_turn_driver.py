@@ -1041,12 +1041,13 @@ async def _stream_deltas(branch: Branch) -> int:
 
 
 @pytest.mark.parametrize("setup", ["plain", "observer"])
-async def test_each_item_of_a_stream_turn_opens_one_cancel_scope_and_no_task_group_of_its_own(
+async def test_an_item_of_a_library_stream_opens_no_cancel_scope_and_no_task_group(
     setup: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A live event is one step of the stream turn. A step of an operation that starts no nested
-    work opens no task group, observed or not: one cancel scope, which aclose() from another
-    task cancels."""
+    """A live event is one step of the stream turn. After the first, a step of Branch.stream
+    opens neither a task group nor a cancel scope, observed or not: the body's waits register
+    the scopes they have (the model's per-chunk timeout scope) with the turn's interrupt, which
+    aclose() from another task cancels (tests/operations/test_stream_interrupt.py)."""
     counts: dict[int, tuple[int, int, int]] = {}
     for chunks in (4, 12):
         branch = Session().new_branch() if setup == "observer" else Branch()
@@ -1059,7 +1060,32 @@ async def test_each_item_of_a_stream_turn_opens_one_cancel_scope_and_no_task_gro
     (items_a, scopes_a, groups_a), (items_b, scopes_b, groups_b) = counts[4], counts[12]
     extra_items = items_b - items_a
     assert extra_items == 8
-    assert (scopes_b - scopes_a, groups_b - groups_a) == (extra_items, 0)
+    assert (scopes_b - scopes_a, groups_b - groups_a) == (0, 0)
+
+
+async def test_an_ungrouped_custom_stream_body_keeps_one_cancel_scope_per_item(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A body of your own that starts no nested work (nests=False) may wait anywhere, so each
+    of its steps keeps the one cancel scope aclose() from another task cancels."""
+    counts = []
+    for items in (3, 9):
+        branch = Branch(chat_model=echo_model())
+
+        async def body(scope: TurnScope, items: int = items) -> AsyncIterator[int]:
+            for index in range(items):
+                await checkpoint()
+                yield index
+
+        opened = _OpenedScopes(monkeypatch)
+        stream = stream_in_turn(branch, model=None, invoke=body, nests=False)
+        got = [item async for item in stream]
+        counts.append((len(got), opened.scopes, opened.groups))
+        monkeypatch.undo()
+        assert_idle(branch)
+    (items_a, scopes_a, groups_a), (items_b, scopes_b, groups_b) = counts
+    assert items_b - items_a == 6
+    assert (scopes_b - scopes_a, groups_b - groups_a) == (6, 0)
 
 
 async def test_a_custom_stream_body_keeps_a_task_group_per_item_and_no_extra_scope(

@@ -1,0 +1,103 @@
+"""Waits another task can stop, at the cancel scopes they already have.
+
+A stream turn hands out one item per step, in the consumer's task, and ``aclose()`` from any
+other task must stop a consumer that waits inside an item. A cancel scope per step would do it,
+but most steps never wait at all, or only at the model's next chunk, which has a timeout scope
+of its own. So a step of a library stream body arms an :class:`Interrupt` instead: each wait the
+body makes registers the cancel scope it waits in (the model's per-chunk timeout scope, or one
+opened for that wait, :meth:`Interrupt.guard`), and :meth:`Interrupt.cancel` from another task
+cancels the registered scope, or makes the next registration refuse at once. The stopped wait
+raises :class:`Interrupted`, which the turn driver catches; nothing outside the library sees it.
+
+Only the outermost wait registers: waits inside a registered one (a tool's own model call, the
+tasks of a tool batch) are stopped with it, by the scope that holds them.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+__all__ = ["Interrupt", "Interrupted"]
+
+
+class Interrupted(BaseException):
+    """A registered wait was stopped by :meth:`Interrupt.cancel`. A BaseException, like a
+    cancellation, so no ``except Exception`` on the way out takes it for an error of the call."""
+
+
+class Interrupt:
+    """Where the waits of one task's step register, so another task can stop them.
+
+    ``armed`` is True while a step that relies on it runs; ``scope`` is the cancel scope of the
+    registered wait in progress (None between waits); ``requested`` says :meth:`cancel` was
+    called. Not thread-safe: used from tasks of one event loop.
+    """
+
+    __slots__ = ("armed", "requested", "scope")
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.requested = False
+        self.scope: Any = None
+
+    def cancel(self) -> None:
+        """Stop the registered wait (from any task of the loop); later registrations refuse."""
+        self.requested = True
+        scope = self.scope
+        if scope is not None:
+            scope.cancel()
+
+    def takes(self) -> bool:
+        """Whether a wait starting now must register (armed, and no registered wait holds it).
+        Raises :class:`Interrupted` if a stop was asked for."""
+        if not self.armed or self.scope is not None:
+            return False
+        if self.requested:
+            raise Interrupted
+        return True
+
+    def guard(self) -> _Guard | _Unguarded:
+        """A context manager around one wait: a cancel scope registered for its duration when
+        the wait :meth:`takes` one; on the way out a stop raises :class:`Interrupted`."""
+        return _Guard(self) if self.takes() else _UNGUARDED
+
+
+class _Guard:
+    __slots__ = ("interrupt", "scope")
+
+    def __init__(self, interrupt: Interrupt) -> None:
+        self.interrupt = interrupt
+        self.scope = anyio.CancelScope()
+
+    def __enter__(self) -> None:
+        self.scope.__enter__()
+        self.interrupt.scope = self.scope
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        interrupt = self.interrupt
+        interrupt.scope = None
+        swallowed = self.scope.__exit__(exc_type, exc, tb)
+        if self.scope.cancelled_caught and interrupt.requested:
+            raise Interrupted
+        return bool(swallowed)
+
+
+class _Unguarded:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_UNGUARDED = _Unguarded()

@@ -1,0 +1,154 @@
+"""aclose() from another task stops a stream turn's consumer wherever it waits inside an item.
+
+After the first item, the steps of ``Branch.stream`` / ``Branch.run`` open no cancel scope of
+their own: each wait of the body registers the scope it waits in with the turn's interrupt
+(the model's per-chunk timeout scope, or one opened for the opening of a model call or a tool
+batch). These tests park the consumer at each kind of wait, in a later item's step, and close
+the stream from another task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anyio
+import pytest
+
+from lionagi import Branch, TextDeltaEvent
+from lionagi.operations.turn import TurnStream
+from lionagi.protocols.messages import ActionResponse, Message, ToolCall
+from lionagi.service.errors import ServerError
+from lionagi.service.imodel import iModel
+from lionagi.service.retry import RetryPolicy
+from lionagi.session.signal import RunEnd
+from lionagi.testing import FunctionModel, Recorder
+from tests.helpers import assert_idle, observed_branch
+
+WAITS = [
+    "next chunk",
+    "next chunk, no timeout",
+    "tool",
+    "opening the next model call",
+    "rate limit",
+    "retry backoff",
+]
+
+
+class _Park:
+    """Where the consumer waits: ``reached`` is set there, ``left`` records that the wait was
+    cancelled (its ``finally``)."""
+
+    def __init__(self) -> None:
+        self.reached = anyio.Event()
+        self.left: list[str] = []
+
+    async def wait_here(self, where: str) -> None:
+        try:
+            self.reached.set()
+            await anyio.sleep_forever()
+        finally:
+            self.left.append(where)
+
+
+class _ParkingClock:
+    """A clock whose every sleep (a rate-limit or retry wait) parks the consumer."""
+
+    def __init__(self, park: _Park, where: str) -> None:
+        self.park, self.where = park, where
+
+    def now(self) -> float:
+        return anyio.current_time()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.park.wait_here(self.where)
+
+
+def _tool_model(second: Any) -> FunctionModel:
+    """Asks for the ``slow`` tool, then answers with ``second(messages)``."""
+
+    async def reply(messages: Sequence[Message], **options: Any) -> Any:
+        if isinstance(messages[-1], ActionResponse):
+            return await second(messages)
+        return ToolCall(id="call_1", name="slow", arguments={})
+
+    return FunctionModel(reply)
+
+
+def _branch(wait: str, park: _Park) -> tuple[Branch, Recorder]:
+    """A Branch whose stream turn, after its first item, parks at ``wait``."""
+
+    async def slow() -> str:
+        """A tool."""
+        if wait == "tool":
+            await park.wait_here(wait)
+        return "done"
+
+    async def answer(messages: Sequence[Message]) -> str:
+        if wait == "opening the next model call":
+            await park.wait_here(wait)
+        return "answer"
+
+    if wait.startswith("next chunk"):
+
+        async def pieces(messages: Any, **options: Any) -> AsyncIterator[str]:
+            yield "first"
+            yield "second"
+            await park.wait_here(wait)
+            yield "never"  # pragma: no cover
+
+        timeout = None if wait.endswith("no timeout") else 300.0
+        branch, recorder, _ = observed_branch(
+            chat_model=FunctionModel(lambda m, **o: "", stream=pieces, timeout=timeout)
+        )
+        return branch, recorder
+    model = _tool_model(answer)
+    chat_model: iModel = model
+    if wait == "rate limit":
+        clock = _ParkingClock(park, wait)
+        chat_model = iModel(model.provider, limit_requests=1, interval=3600.0, clock=clock)
+    elif wait == "retry backoff":
+        calls = 0
+
+        async def failing_then(messages: Sequence[Message], **options: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                raise ServerError("try again", provider="function", model="function")
+            if calls == 1:
+                return ToolCall(id="call_1", name="slow", arguments={})
+            return "answer"  # pragma: no cover
+
+        clock = _ParkingClock(park, wait)
+        provider = FunctionModel(failing_then).provider
+        chat_model = iModel(provider, retry=RetryPolicy(attempts=3), clock=clock)
+    branch, recorder, _ = observed_branch(chat_model=chat_model, tools=[slow])
+    return branch, recorder
+
+
+@pytest.mark.parametrize("wait", WAITS)
+async def test_aclose_from_another_task_stops_the_consumer_at_each_wait(wait: str) -> None:
+    park = _Park()
+    branch, recorder = _branch(wait, park)
+    stream: TurnStream[Any] = branch.stream("go")
+    got: list[Any] = []
+    # a guard against hanging only: without the close the consumer would wait forever, and
+    # this deadline would end it instead
+    with anyio.move_on_after(10) as deadline:
+        async with anyio.create_task_group() as group:
+
+            async def consume() -> None:
+                got.extend([event async for event in stream])
+
+            group.start_soon(consume)
+            await park.reached.wait()
+            await stream.aclose()
+    assert not deadline.cancel_called  # the close stopped the consumer, not the deadline
+    assert got  # the consumer was past its first item
+    assert park.left == [wait]  # the wait itself was cancelled
+    assert_idle(branch)
+    [terminal] = recorder.terminals()
+    assert isinstance(terminal, RunEnd)  # a close, not a failure
+    if wait.startswith("next chunk"):
+        assert [type(e) for e in got] == [TextDeltaEvent, TextDeltaEvent]
+        assert len(branch.msgs) == 0  # no half reply, and no instruction without one
