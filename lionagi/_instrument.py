@@ -8,7 +8,8 @@ The hook points are
   releases its Branch;
 - ``Session.flow`` / ``flow_stream`` through :func:`flow` around the whole run (its nodes' turns
   nest under it);
-- ``iModel.invoke`` through :func:`invoke`, ``iModel.stream`` through :func:`stream`;
+- ``iModel.invoke`` through :func:`invoke`, ``iModel.stream`` through :func:`stream` (tracing)
+  and :func:`stream_log` (its log record);
 - each tool call of ``act`` through :func:`tool_call`.
 
 With no tracer installed (the default) a hook costs a read of the module global ``tracer``;
@@ -42,6 +43,7 @@ __all__ = [
     "install",
     "invoke",
     "stream",
+    "stream_log",
     "tool_call",
     "tracer",
     "turn_closed",
@@ -194,55 +196,52 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
 def stream(
     model: iModel, request: ModelRequest, chunks: AsyncIterator[StreamChunk]
 ) -> AsyncIterator[StreamChunk]:
-    """``chunks`` as they are when nothing observes this call, else an iterator over them that
-    traces and logs the call. Closing it closes ``chunks``."""
-    binding = _turn_binding()
-    logs = None if binding is None else binding.scope.context.logs
+    """``chunks`` as they are when no tracer is installed, else an iterator over them that
+    traces the call. Closing it closes ``chunks``. The call's log record is :func:`stream_log`'s."""
     active = tracer
-    if active is not None:
-        chunks = active.model_stream(model, request, chunks)
+    return chunks if active is None else active.model_stream(model, request, chunks)
+
+
+class StreamLog:
+    """The log record of one streamed model call made in a turn, written by ``iModel`` when
+    the stream ends (no iterator of its own around the chunks: a stream is logged at no cost
+    per chunk)."""
+
+    __slots__ = ("branch_id", "logs", "model", "request", "started", "turn_id")
+
+    def __init__(
+        self, model: iModel, request: ModelRequest, logs: LogManager, branch_id: Any, turn_id: Any
+    ) -> None:
+        self.model = model
+        self.request = request
+        self.logs = logs
+        self.branch_id = branch_id
+        self.turn_id = turn_id
+        self.started = time.perf_counter()
+
+    def done(self, response: ModelResponse | None, error: BaseException | None) -> None:
+        """The stream ended: with ``response`` (its final chunk's), or failed with ``error``."""
+        self.logs.record_api_call(
+            self.model.provider_name,
+            self.request,
+            response,
+            error,
+            self.branch_id,
+            self.turn_id,
+            self.started,
+        )
+
+
+def stream_log(model: iModel, request: ModelRequest) -> StreamLog | None:
+    """The log record of a streamed call of ``request`` starting now, when made in a turn."""
+    binding = _turn_binding() if _turn_var is None else _turn_var.get()
+    if binding is None:
+        return None
+    context = binding.scope.context
+    logs = context.logs
     if logs is None:
-        return chunks
-    where = (logs, binding.branch_id, binding.scope.context.turn_id)
-    return _logged_stream(model, request, chunks, where)
-
-
-async def _logged_stream(
-    model: iModel,
-    request: ModelRequest,
-    chunks: AsyncIterator[StreamChunk],
-    where: tuple[LogManager, Any, Any],
-) -> AsyncIterator[StreamChunk]:
-    from lionagi.service.types import FinalChunk
-
-    started = time.perf_counter()
-    response: ModelResponse | None = None
-    error: BaseException | None = None
-    try:
-        async for chunk in chunks:
-            if isinstance(chunk, FinalChunk):
-                response = chunk.response
-            yield chunk
-    except GeneratorExit:  # closed by its consumer: not an error of the call
-        raise
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        try:
-            await _aclose(chunks)
-        finally:
-            logs, branch_id, turn_id = where
-            logs.record_api_call(
-                model.provider_name, request, response, error, branch_id, turn_id, started
-            )
-            error = None  # no exception -> traceback -> this frame -> exception cycle
-
-
-async def _aclose(chunks: AsyncIterator[Any]) -> None:
-    close = getattr(chunks, "aclose", None)
-    if close is not None:
-        await close()
+        return None
+    return StreamLog(model, request, logs, binding.branch_id, context.turn_id)
 
 
 # -- tool calls ---------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ of its own. So a step of a library stream body arms an :class:`Interrupt` instea
 body makes registers the cancel scope it waits in (the model's per-chunk timeout scope, or one
 opened for that wait, :meth:`Interrupt.guard`), and :meth:`Interrupt.cancel` from another task
 cancels the registered scope, or makes the next registration refuse at once. The stopped wait
-raises :class:`Interrupted`, which the turn driver catches; nothing outside the library sees it.
+raises :class:`_Interrupted`, which the turn driver catches; nothing outside the library sees it.
 
 Only the outermost wait registers: waits inside a registered one (a tool's own model call, the
 tasks of a tool batch) are stopped with it, by the scope that holds them.
@@ -20,10 +20,10 @@ from typing import Any
 
 import anyio
 
-__all__ = ["Interrupt", "Interrupted"]
+__all__ = ["Interrupt"]
 
 
-class Interrupted(BaseException):
+class _Interrupted(BaseException):
     """A registered wait was stopped by :meth:`Interrupt.cancel`. A BaseException, like a
     cancellation, so no ``except Exception`` on the way out takes it for an error of the call."""
 
@@ -52,16 +52,16 @@ class Interrupt:
 
     def takes(self) -> bool:
         """Whether a wait starting now must register (armed, and no registered wait holds it).
-        Raises :class:`Interrupted` if a stop was asked for."""
+        Raises :class:`_Interrupted` if a stop was asked for."""
         if not self.armed or self.scope is not None:
             return False
         if self.requested:
-            raise Interrupted
+            raise _Interrupted
         return True
 
     def guard(self) -> _Guard | _Unguarded:
         """A context manager around one wait: a cancel scope registered for its duration when
-        the wait :meth:`takes` one; on the way out a stop raises :class:`Interrupted`."""
+        the wait :meth:`takes` one; on the way out a stop raises :class:`_Interrupted`."""
         return _Guard(self) if self.takes() else _UNGUARDED
 
 
@@ -86,7 +86,7 @@ class _Guard:
         interrupt.scope = None
         swallowed = self.scope.__exit__(exc_type, exc, tb)
         if self.scope.cancelled_caught and interrupt.requested:
-            raise Interrupted
+            raise _Interrupted
         return bool(swallowed)
 
 

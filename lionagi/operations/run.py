@@ -147,12 +147,24 @@ class _RunTurn:
         model = model_for(scope, branch, self.params.chat_model)
         self.native = native = model.supports_native_tools
         self.tools = branch.tools.schemas() if native and len(branch.tools) else ()
+        context, events = scope.context, self.events
         while self.rounds_left >= 0:
             chunks = await self.open_call(model)
             segments = Segmenter(model)
             try:
                 async for chunk in chunks:
-                    if self.events and (delta := _live_event(segments, chunk)) is not None:
+                    if type(chunk) is TextDelta and segments.take_text(chunk):
+                        # a piece of text that ends no message: the path of nearly every chunk
+                        if events and chunk.text:
+                            yield TextDeltaEvent(chunk.text)
+                        if (
+                            context.control is not None
+                            or context.pending_signals
+                            or context.delivering
+                        ):
+                            await control_point(scope)
+                        continue
+                    if events and (delta := _live_event(segments, chunk)) is not None:
                         yield delta
                     for message in segments.feed(chunk):
                         for item in self.commit(message):

@@ -906,7 +906,8 @@ class _StreamDriver(Generic[T]):
                     interrupt.armed = False
                 if error is not None:
                     context.phase = "finalizing"
-                await _step_cleanup(context, context.nested_tasks)
+                if context.nested_tasks or context.pending_signals or context.delivering:
+                    await _step_cleanup(context, context.nested_tasks)
             finally:
                 _active_turn_var.reset(token)
                 step.open = False

@@ -103,6 +103,15 @@ class Segmenter:
         from it, so a live view can show it as one piece."""
         return "" if self._texted or self._text else response.text
 
+    def take_text(self, chunk: TextDelta) -> bool:
+        """Take a text delta that ends no message (no tool call is being gathered, it does not
+        complete its block, the provider's reply is committed in pieces): the common chunk,
+        without :meth:`feed`'s dispatch. False when the delta must be fed instead."""
+        if self._calls or self._whole or chunk.complete:
+            return False
+        self._text.write(chunk.text)
+        return True
+
     def feed(self, chunk: StreamChunk) -> list[Message]:
         """The messages ``chunk`` completes, in stream order (often none)."""
         table = _WHOLE if self._whole else _SEGMENTED

@@ -11,14 +11,14 @@ many attempts it took.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Self
+from typing import Any, Self, TypeAlias
 
 import anyio
 from pydantic import BaseModel, SecretStr
 
 from lionagi import _instrument
 from lionagi._declared import declared_as
-from lionagi._interrupt import Interrupt, Interrupted
+from lionagi._interrupt import Interrupt, _Interrupted
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
@@ -47,6 +47,15 @@ from lionagi.service.types import (
 __all__ = ["DEFAULT_EMBED_BATCH", "DEFAULT_TIMEOUT", "iModel"]
 
 DEFAULT_TIMEOUT = 300.0
+# an opened stream: its chunks, the first chunk, the concurrency slot's borrower, the rate-limit
+# grant and the log record
+_Opened: TypeAlias = tuple[
+    AsyncIterator[StreamChunk],
+    StreamChunk | None,
+    object,
+    RateLimitGrant | None,
+    _instrument.StreamLog | None,
+]
 #: texts per embeddings request (within every OpenAI-compatible service's limit)
 DEFAULT_EMBED_BATCH = 96
 _EMBED_PARALLEL = 4  # embeddings requests of one embed() call in flight at once
@@ -360,20 +369,33 @@ class iModel:
         else:
             with interrupt.guard():
                 opened, attempts = await self._open_retried(request, limiter, on_retry, interrupt)
-        chunks, chunk, borrower, grant = opened
+        chunks, chunk, borrower, grant, log = opened
+        response: ModelResponse | None = None
+        error: BaseException | None = None
         try:
             while chunk is not None:
                 if isinstance(chunk, FinalChunk):
+                    response = chunk.response
                     if grant is not None:
-                        usage = chunk.response.usage
+                        usage = response.usage
                         grant.settle(usage.input_tokens + usage.output_tokens)
                     if attempts > 1:
                         update = {"attempts": attempts}
-                        chunk = FinalChunk(response=chunk.response.model_copy(update=update))
+                        chunk = FinalChunk(response=response.model_copy(update=update))
                 yield chunk
                 chunk = await self._next_chunk(chunks, interrupt)
+        except GeneratorExit:  # closed by its consumer: not an error of the call
+            raise
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
-            await self._close_stream(chunks, limiter, borrower)
+            try:
+                await self._close_stream(chunks, limiter, borrower)
+            finally:
+                if log is not None:
+                    log.done(response, error)
+                error = None  # no exception -> traceback -> this frame -> exception cycle
 
     async def _open_retried(
         self,
@@ -381,9 +403,7 @@ class iModel:
         limiter: anyio.CapacityLimiter | None,
         on_retry: RetryHook | None,
         interrupt: Interrupt | None,
-    ) -> tuple[
-        tuple[AsyncIterator[StreamChunk], StreamChunk | None, object, RateLimitGrant | None], int
-    ]:
+    ) -> tuple[_Opened, int]:
         """:meth:`_open_stream` under the retry policy, and the attempts it took."""
         if self.retry is None:
             return await self._open_stream(request, limiter, interrupt), 1
@@ -402,10 +422,12 @@ class iModel:
         request: ModelRequest,
         limiter: anyio.CapacityLimiter | None,
         interrupt: Interrupt | None = None,
-    ) -> tuple[AsyncIterator[StreamChunk], StreamChunk | None, object, RateLimitGrant | None]:
-        """One attempt at a stream: a rate-limit place, a slot, the stream and its first chunk.
+    ) -> _Opened:
+        """One attempt at a stream: a rate-limit place, a slot, the stream, its first chunk and
+        its log record (in a turn; each attempt is one).
 
-        On failure (or cancellation) the stream is closed and the slot given back.
+        On failure (or cancellation) the stream is closed, the slot given back and the failed
+        attempt logged.
         """
         grant = None
         if self._rate is not None:
@@ -414,13 +436,18 @@ class iModel:
         borrower = object()
         if limiter is not None:
             await limiter.acquire_on_behalf_of(borrower)
+        log = _instrument.stream_log(self, request)
         chunks = _instrument.stream(self, request, self.provider.stream(request))
         try:
             first = await self._next_chunk(chunks, interrupt)
-        except BaseException:
-            await self._close_stream(chunks, limiter, borrower)
+        except BaseException as exc:
+            try:
+                await self._close_stream(chunks, limiter, borrower)
+            finally:
+                if log is not None:
+                    log.done(None, exc)
             raise
-        return chunks, first, borrower, grant
+        return chunks, first, borrower, grant, log
 
     async def _next_chunk(
         self, chunks: AsyncIterator[StreamChunk], interrupt: Interrupt | None = None
@@ -446,7 +473,7 @@ class iModel:
                 if guarded:
                     interrupt.scope = None  # type: ignore[union-attr]
         if guarded and interrupt.requested:  # type: ignore[union-attr]
-            raise Interrupted
+            raise _Interrupted
         assert scope.cancelled_caught
         raise ProviderTimeout(
             f"no stream data within {wait:g}s",
