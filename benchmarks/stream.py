@@ -3,8 +3,8 @@ iterating the model's stream directly.
 
 The direct path iterates ``model.stream(history)`` (the same iModel, so the same per-chunk
 timeout scope and offline provider). ``Branch.stream`` hands out each text delta as a live event
-from inside the turn (driver, one turn step per event: a cancel scope, no task group; a control
-check, the segmenter);
+from inside the turn (driver, one turn step per event: after the first, no cancel scope and no
+task group; the run body, the event object);
 ``Branch.run`` hands out whole messages. Both record the reply. Runs alternate; ratios and
 differences are taken pair by pair, all paths measured side by side in one process run.
 
@@ -141,17 +141,19 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
 
 PER_DELTA_NOTE = (
     "Every live event is one step of the stream turn (operations/turn.py), which is how a slow "
-    "consumer slows the model with nothing buffered. A step of Branch.stream opens no task group "
-    "(the operation starts no nested work) and no checkpoint of its own: what it adds per delta "
-    "is one cancel scope (the one aclose() from another task cancels while the consumer waits "
-    "inside an item), the turn binding and the step's bookkeeping, the run body (segmenter, "
-    "control check, the event object) and the request log's wrapper around the model stream; "
-    "the direct stream pays the model's own per-chunk timeout scope and checkpoint only."
+    "consumer slows the model with nothing buffered. After the first, a step of Branch.stream "
+    "opens no task group, no cancel scope and no checkpoint of its own: the waits inside it "
+    "register the cancel scopes they already have (the model's per-chunk timeout scope) with "
+    "the turn's interrupt, which aclose() from another task cancels. What it adds per delta is "
+    "the driver's frame and bookkeeping (the consumer's task, the turn binding), the run body's "
+    "generator (a text delta that ends no message passes the segmenter's dispatch by) and the "
+    "event object. Both paths pay the model's per-chunk timeout scope and checkpoint; the "
+    "request log writes its record once, when the model stream ends."
 )
 FIRST_NOTE = (
     "The first event of a stream turn pays the turn's start: validating the call's parameters "
     "and building the instruction, the FIFO lock (made on a new Branch's first turn), the turn "
-    "context, the first step's cancel scope, the request history, the request log's wrapper and "
+    "context, the first step's cancel scope, the request history, the request log's record and "
     "the segmenter; the direct path pays only the model stream's own start."
 )
 

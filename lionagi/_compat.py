@@ -59,9 +59,10 @@ def current_task() -> object:
     """The running task's native object: the same object for the whole life of the task, never
     shared by two live tasks, and weakly referenceable. ``id(current_task())`` is the task's
     anyio ``TaskInfo.id``. Must be called from a task of an asyncio or trio event loop."""
-    loop = _running_asyncio_loop()
+    asyncio = sys.modules.get("asyncio")  # one lookup less than _running_asyncio_loop: a
+    loop = None if asyncio is None else asyncio._get_running_loop()  # stream asks every item
     if loop is not None:
-        return sys.modules["asyncio"].current_task(loop)
+        return asyncio.current_task(loop)  # type: ignore[union-attr]  # loop: asyncio is set
     import trio
 
     return trio.lowlevel.current_task()

@@ -54,6 +54,18 @@ class TextDeltaEvent:
     text: str
 
 
+_new_event = object.__new__
+_set_text = vars(TextDeltaEvent)["text"].__set__  # the slot's descriptor
+
+
+def text_delta(text: str) -> TextDeltaEvent:
+    """``TextDeltaEvent(text)`` without the frozen dataclass's ``__init__`` (the object is the
+    same): a stream builds one per delta."""
+    event: TextDeltaEvent = _new_event(TextDeltaEvent)
+    _set_text(event, text)
+    return event
+
+
 @dataclass(frozen=True, slots=True)
 class ReasoningDeltaEvent:
     """A piece of the model's reasoning, as the provider streamed it (never empty). The reply

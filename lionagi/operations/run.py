@@ -32,6 +32,7 @@ from lionagi.operations.events import (
     ToolCallDeltaEvent,
     ToolFinished,
     ToolStarted,
+    text_delta,
 )
 from lionagi.operations.turn import TurnStream, control_point, guard_wait, stream_in_turn
 from lionagi.protocols.messages import (
@@ -156,7 +157,7 @@ class _RunTurn:
                     if type(chunk) is TextDelta and segments.take_text(chunk):
                         # a piece of text that ends no message: the path of nearly every chunk
                         if events and chunk.text:
-                            yield TextDeltaEvent(chunk.text)
+                            yield text_delta(chunk.text)
                         if (
                             context.control is not None
                             or context.pending_signals

@@ -120,6 +120,12 @@ class DriverState(enum.Enum):
     CLOSED = "closed"
 
 
+# the states a stream's quick step reads and sets: an enum member looked up on its class costs
+# as much as the rest of the step's bookkeeping
+_IN_STEP = DriverState.IN_STEP
+_BETWEEN_STEPS = DriverState.BETWEEN_STEPS
+
+
 @dataclass(frozen=True, slots=True)
 class StepOutcome(Generic[T]):
     """How one step of a turn ended: the body's value, or the exception it raised (including a
@@ -865,7 +871,7 @@ class _StreamDriver(Generic[T]):
     async def next(self) -> T:
         state = self.state
         step = self._step
-        if state is DriverState.BETWEEN_STEPS and step is not None:
+        if state is _BETWEEN_STEPS and step is not None:
             # A step of an ungrouped turn, after the first: the step record and binding are
             # reused, and a body that guards its waits opens no cancel scope (its waits
             # register theirs with the consumer's interrupt, which aclose() cancels).
@@ -881,7 +887,7 @@ class _StreamDriver(Generic[T]):
             ref = consumer.task
             if ref is None or ref() is not task:
                 consumer.task = weakref.ref(task)
-            self.state = DriverState.IN_STEP
+            self.state = _IN_STEP
             consumer.joinable = False
             step.task_id = id(task)
             step.open = True
@@ -913,7 +919,7 @@ class _StreamDriver(Generic[T]):
                 step.open = False
                 context.step_group = None
             if error is None and not self._close_requested:
-                self.state = DriverState.BETWEEN_STEPS
+                self.state = _BETWEEN_STEPS
                 consumer.joinable = True
                 return value
             try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -1063,29 +1063,42 @@ async def test_an_item_of_a_library_stream_opens_no_cancel_scope_and_no_task_gro
     assert (scopes_b - scopes_a, groups_b - groups_a) == (0, 0)
 
 
-async def test_an_ungrouped_custom_stream_body_keeps_one_cancel_scope_per_item(
+async def _opened_by_six_more_items(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A body of your own that starts no nested work (nests=False) may wait anywhere, so each
-    of its steps keeps the one cancel scope aclose() from another task cancels."""
+    body_of: Callable[[int], Callable[[TurnScope], AsyncIterator[int]]],
+    nests: bool,
+) -> tuple[int, int]:
+    """The cancel scopes and task groups a stream turn of ``body_of(9)`` opens beyond one of
+    ``body_of(3)``."""
     counts = []
     for items in (3, 9):
         branch = Branch(chat_model=echo_model())
-
-        async def body(scope: TurnScope, items: int = items) -> AsyncIterator[int]:
-            for index in range(items):
-                await checkpoint()
-                yield index
-
         opened = _OpenedScopes(monkeypatch)
-        stream = stream_in_turn(branch, model=None, invoke=body, nests=False)
+        stream = stream_in_turn(branch, model=None, invoke=body_of(items), nests=nests)
         got = [item async for item in stream]
         counts.append((len(got), opened.scopes, opened.groups))
         monkeypatch.undo()
         assert_idle(branch)
     (items_a, scopes_a, groups_a), (items_b, scopes_b, groups_b) = counts
     assert items_b - items_a == 6
-    assert (scopes_b - scopes_a, groups_b - groups_a) == (6, 0)
+    return scopes_b - scopes_a, groups_b - groups_a
+
+
+async def test_an_ungrouped_custom_stream_body_keeps_one_cancel_scope_per_item(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A body of your own that starts no nested work (nests=False) may wait anywhere, so each
+    of its steps keeps the one cancel scope aclose() from another task cancels."""
+
+    def body_of(items: int) -> Callable[[TurnScope], AsyncIterator[int]]:
+        async def body(scope: TurnScope) -> AsyncIterator[int]:
+            for index in range(items):
+                await checkpoint()
+                yield index
+
+        return body
+
+    assert await _opened_by_six_more_items(monkeypatch, body_of, nests=False) == (6, 0)
 
 
 async def test_a_custom_stream_body_keeps_a_task_group_per_item_and_no_extra_scope(
@@ -1093,24 +1106,17 @@ async def test_a_custom_stream_body_keeps_a_task_group_per_item_and_no_extra_sco
 ) -> None:
     """A stream body of your own may start nested work in any item's step (here the first's):
     each step has a task group, whose scope is the one aclose() from another task cancels."""
-    counts = []
-    for items in (3, 9):
-        branch = Branch(chat_model=echo_model())
 
-        async def body(scope: TurnScope, items: int = items) -> AsyncIterator[int]:
+    def body_of(items: int) -> Callable[[TurnScope], AsyncIterator[int]]:
+        async def body(scope: TurnScope) -> AsyncIterator[int]:
             handle = scope.start_soon(_value, scope)
             assert await handle.wait() == "value"
             for index in range(items):
                 yield index
 
-        opened = _OpenedScopes(monkeypatch)
-        got = [item async for item in stream_in_turn(branch, model=None, invoke=body)]
-        counts.append((len(got), opened.scopes, opened.groups))
-        monkeypatch.undo()
-        assert_idle(branch)
-    (items_a, scopes_a, groups_a), (items_b, scopes_b, groups_b) = counts
-    assert items_b - items_a == 6
-    assert (scopes_b - scopes_a, groups_b - groups_a) == (0, 6)
+        return body
+
+    assert await _opened_by_six_more_items(monkeypatch, body_of, nests=True) == (0, 6)
 
 
 async def test_aclose_from_another_task_stops_a_library_stream_waiting_for_the_model() -> None:
