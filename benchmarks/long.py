@@ -183,10 +183,12 @@ def run(config: Config) -> dict[str, Any]:
                             "Each message is rendered and JSON-encoded once, on the first "
                             "request that carries it; a request renders only the messages "
                             "after the conversation's encoded prefix and splices the body "
-                            "together. What still grows with the history: comparing the "
-                            "request's messages with the cached prefix (a C-level list "
-                            "comparison), copying the encoded history into the body, and "
-                            "sending and reading it over the socket."
+                            "together; a request made from the Branch's history trusts the "
+                            "prefix without comparing it (the history is append-only). What "
+                            "still grows with the history: the request's copy of the history "
+                            "(a C-level list copy), copying the encoded history into the body "
+                            "once, and sending and reading it over the socket (kernel time "
+                            "counts in the client's CPU time)."
                         ),
                     )
                 )

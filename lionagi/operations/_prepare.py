@@ -177,7 +177,7 @@ def request_messages(
 ) -> list[Message]:
     """History plus ``pending`` (messages of this request that are not recorded), with the
     turn's provider blocks rendered into a request-only copy of the system message."""
-    messages = branch.msgs.snapshot()
+    messages = branch.msgs.request_copy()
     blocks = scope.context.provider_blocks
     if blocks and messages and isinstance(messages[0], System):
         system = messages[0]

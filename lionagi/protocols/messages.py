@@ -394,7 +394,7 @@ class MessageManager(Sequence[Message]):
     that appended, after every callback ran).
     """
 
-    __slots__ = ("_by_id", "_callbacks", "_messages")
+    __slots__ = ("__weakref__", "_by_id", "_callbacks", "_messages")
 
     def __init__(self, messages: Sequence[Message] = ()) -> None:
         self._messages: list[Message] = []
@@ -428,6 +428,12 @@ class MessageManager(Sequence[Message]):
     def snapshot(self) -> list[Message]:
         """A copy of the history as it is now."""
         return list(self._messages)
+
+    def request_copy(self) -> RecordedCopy:
+        """A copy of the history for one model request (library use): a list that also says
+        which history it copies, so a renderer that caches the encoded form of a history's
+        beginning can trust that beginning without comparing it message by message."""
+        return RecordedCopy(self)
 
     @property
     def progression(self) -> tuple[UUID, ...]:
@@ -502,3 +508,22 @@ def _duplicate(message: Message) -> HistoryError:
     return HistoryError(
         f"message {message.id} is already in this history; a message is recorded once"
     )
+
+
+class RecordedCopy(list[Message]):
+    """A model request's copy of a :class:`MessageManager`'s history.
+
+    ``source`` is the history; items ``1 .. recorded - 1`` are its own messages, in its order
+    (item 0 may be a request-only copy of the system message, and items from ``recorded`` on
+    are messages of the request that are not recorded). A history is append-only, so a prefix
+    of it that was checked once stays the same for every later copy: a renderer keeping an
+    encoded prefix keyed by ``source`` checks only the messages after it. Like every request's
+    messages it is read-only once built (providers must not change it).
+    """
+
+    __slots__ = ("recorded", "source")
+
+    def __init__(self, source: MessageManager) -> None:
+        super().__init__(source._messages)
+        self.source = source
+        self.recorded = len(self)

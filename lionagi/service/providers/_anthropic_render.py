@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import ConfigurationError
@@ -25,6 +25,7 @@ from lionagi.protocols.messages import (
 )
 from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service._options import apply_options, drop_tool_settings
+from lionagi.service.providers._encoded import WireFormat, dumps, wire_body
 
 if TYPE_CHECKING:
     from lionagi.service.types import ModelRequest
@@ -33,6 +34,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "anthropic_body",
     "anthropic_tool",
+    "anthropic_wire_body",
     "continued_body",
     "to_anthropic_messages",
 ]
@@ -78,6 +80,35 @@ def anthropic_body(request: ModelRequest, *, stream: bool, provider: str) -> dic
     }
     if system is not None:
         body["system"] = system
+    body.update(_fields(request, stream=stream, provider=provider))  # options may override
+    return body
+
+
+def anthropic_wire_body(request: ModelRequest, *, stream: bool, provider: str) -> bytes:
+    """:func:`anthropic_body` encoded as JSON, assembled from the conversation's encoded prefix
+    (see :mod:`~lionagi.service.providers._encoded`): the same JSON value, with each message
+    rendered and encoded once over the conversation's requests. A request whose schema goes
+    into the system text is encoded whole."""
+    if request.response_format is not None:
+        return dumps(anthropic_body(request, stream=stream, provider=provider))
+    messages = request.messages
+    lead = messages[0] if len(messages) > 1 and isinstance(messages[0], System) else None
+    fields = _fields(request, stream=stream, provider=provider)
+    if "messages" in fields or "system" in fields:
+        return dumps(anthropic_body(request, stream=stream, provider=provider))  # rare shapes
+
+    def with_system(state: _State) -> dict[str, Any]:
+        texts = state[0] if lead is None else (lead.content, *state[0])
+        if not texts:
+            return fields
+        return {**fields, "system": "\n\n".join(texts)}
+
+    return wire_body(messages, _FORMAT, "messages", with_system)
+
+
+def _fields(request: ModelRequest, *, stream: bool, provider: str) -> dict[str, Any]:
+    """Every field of the body but the messages and the system text."""
+    body: dict[str, Any] = {"model": request.model, "max_tokens": DEFAULT_MAX_TOKENS}
     if request.tools:
         body["tools"] = [anthropic_tool(tool) for tool in request.tools]
     apply_options(body, request.options, provider=provider, renames=_RENAMES, refused=_REFUSED)
@@ -203,6 +234,12 @@ def to_anthropic_messages(
     are merged into one, so roles alternate as the API requires. A tool call without a result
     gets an error result.
     """
+    system, out = _anthropic_wire(messages)
+    return ("\n\n".join(system) if system else None), out
+
+
+def _anthropic_wire(messages: Sequence[Message]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The system texts of ``messages`` and their wire messages, same-role neighbours merged."""
     messages = complete_tool_calls(messages)
     system: list[str] = []
     out: list[dict[str, Any]] = []
@@ -222,7 +259,48 @@ def to_anthropic_messages(
                 out[-1] = owned
         else:
             out.append({"role": role, "content": blocks})
-    return ("\n\n".join(system) if system else None), out
+    return system, out
+
+
+# what Anthropic's rendering carries across messages: the system texts so far and the role of
+# the last wire message (a following message of that role would merge into it)
+_State = tuple[tuple[str, ...], str | None]
+
+
+class _AnthropicFormat(WireFormat):
+    """Anthropic Messages: every system message goes to the system text, and neighbouring
+    messages of one role merge, so a prefix ends only where the role changes between two
+    messages that are there."""
+
+    lead_alone = False
+    lead_system_apart = True
+    initial_state: _State = ((), None)
+
+    def render(self, messages: Sequence[Message], state: _State) -> tuple[list[Any], _State]:
+        system, out = _anthropic_wire(messages)
+        last = out[-1]["role"] if out else state[1]
+        return out, ((*state[0], *system), last)
+
+    def may_end(self, tail: Sequence[Message], end: int, state: _State) -> bool:
+        before = _wire_role(reversed(tail[:end])) or state[1]
+        after = _wire_role(tail[end:])
+        return before is not None and after is not None and before != after
+
+    def fits(self, tail: Sequence[Message], state: _State) -> bool:
+        after = _wire_role(tail)
+        return after is None or after != state[1]
+
+
+def _wire_role(messages: Iterable[Message]) -> str | None:
+    """The role of the first of ``messages`` that makes a wire message."""
+    for message in messages:
+        role, blocks = _anthropic_part(message)
+        if role != "system" and blocks:
+            return role
+    return None
+
+
+_FORMAT = _AnthropicFormat("anthropic:encoded-prefix")
 
 
 def anthropic_tool(spec: ToolSpec) -> dict[str, Any]:

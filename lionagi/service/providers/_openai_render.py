@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import ConfigurationError
@@ -28,7 +27,7 @@ from lionagi.protocols.messages import (
 )
 from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service._options import apply_options, drop_tool_settings
-from lionagi.service.providers._encoded import dumps, encoded_history, spliced_body
+from lionagi.service.providers._encoded import WireFormat, dumps, wire_body
 
 if TYPE_CHECKING:
     from lionagi.service.types import ModelRequest
@@ -67,13 +66,17 @@ def openai_wire_body(request: ModelRequest, *, stream: bool, provider: str) -> b
     native = _native_schema(request)
     if "messages" in fields or (request.response_format is not None and native is None):
         return dumps(openai_body(request, stream=stream, provider=provider))  # rare shapes
-    history = encoded_history(
-        request.messages,
-        key=_OPENAI_PREFIX,
-        settings=native,
-        render=partial(to_openai_messages, native_schema=native),
-    )
-    return spliced_body(fields, "messages", history)
+    return wire_body(request.messages, _OpenAIFormat(native), "messages", lambda _: fields)
+
+
+class _OpenAIFormat(WireFormat):
+    """Chat-completions messages; ``settings`` is the schema the body sends natively."""
+
+    def __init__(self, native: dict[str, Any] | None) -> None:
+        super().__init__(_OPENAI_PREFIX, native)
+
+    def render(self, messages: Sequence[Message], state: Any) -> tuple[list[Any], Any]:
+        return to_openai_messages(messages, native_schema=self.settings), None
 
 
 def _native_schema(request: ModelRequest) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ from lionagi.service.errors import ProtocolError, ProviderError
 from lionagi.service.providers._anthropic_render import (
     DEFAULT_MAX_TOKENS,
     anthropic_body,
+    anthropic_wire_body,
     continued_body,
 )
 from lionagi.service.providers._http import (
@@ -137,6 +138,20 @@ class AnthropicProvider(HTTPProvider):
         """The JSON body for ``request``."""
         return anthropic_body(request, stream=stream, provider=self.name)
 
+    def wire_body(self, request: ModelRequest, *, stream: bool) -> bytes:
+        """:meth:`body` as the JSON bytes sent, each message of a growing conversation rendered
+        and encoded once (see :mod:`lionagi.service.providers._encoded`)."""
+        return anthropic_wire_body(request, stream=stream, provider=self.name)
+
+    def _round_body(
+        self, request: ModelRequest, turn: _Turn, rounds: int, *, stream: bool
+    ) -> dict[str, Any] | bytes:
+        """The body of one round: the request, or (after ``pause_turn``) its continuation."""
+        if not rounds:
+            return self.wire_body(request, stream=stream)
+        first = self.body(request, stream=stream)
+        return continued_body(first, turn.content, turn.container)
+
     def _continues(self, turn: _Turn, rounds: int) -> bool:
         return turn.stop_reason == _PAUSE and rounds <= self.max_pause_continuations
 
@@ -153,12 +168,10 @@ class AnthropicProvider(HTTPProvider):
 
     # -- whole replies -----------------------------------------------------------------
     async def invoke(self, request: ModelRequest) -> ModelResponse:
-        first = self.body(request, stream=False)
         turn = _Turn()
-        body, rounds, data = first, 0, {}
+        rounds, data = 0, {}
         while rounds == 0 or self._continues(turn, rounds):
-            if rounds:
-                body = continued_body(first, turn.content, turn.container)
+            body = self._round_body(request, turn, rounds, stream=False)
             data = await self.post_json("/v1/messages", body)
             self._read_message(data, turn)
             rounds += 1
@@ -199,12 +212,10 @@ class AnthropicProvider(HTTPProvider):
 
     # -- streams -----------------------------------------------------------------------
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        first = self.body(request, stream=True)
         turn = _Turn()
-        body, rounds, reported = first, 0, False
+        rounds, reported = 0, False
         while rounds == 0 or self._continues(turn, rounds):
-            if rounds:
-                body = continued_body(first, turn.content, turn.container)
+            body = self._round_body(request, turn, rounds, stream=True)
             reader = _StreamRound(self, turn)
             async with aclosing(self.post_sse("/v1/messages", body)) as events:
                 async for event in events:

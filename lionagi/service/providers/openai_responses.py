@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, ClassVar, TypeAlias
 
@@ -41,7 +41,7 @@ from lionagi.protocols.messages import (
 from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service._options import drop_tool_settings
 from lionagi.service.errors import ProviderError, ServerError
-from lionagi.service.providers._encoded import dumps
+from lionagi.service.providers._encoded import WireFormat, dumps, wire_body
 from lionagi.service.providers._http import as_int, preview
 from lionagi.service.providers._openai_render import TOOL_SETTINGS
 from lionagi.service.providers._usage import openai_usage
@@ -79,6 +79,20 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``request``."""
         body: dict[str, Any] = {"model": request.model, "input": to_responses_input(request)}
+        body.update(self._fields(request, stream=stream))  # options may override
+        return body
+
+    def wire_body(self, request: ModelRequest, *, stream: bool) -> bytes:
+        """:meth:`body` as the JSON bytes sent, each message of a growing conversation rendered
+        and encoded once (see :mod:`lionagi.service.providers._encoded`)."""
+        fields = self._fields(request, stream=stream)
+        if "input" in fields:  # rare: the options set the input themselves
+            return dumps(self.body(request, stream=stream))
+        return wire_body(request.messages, _INPUT, "input", lambda _: fields)
+
+    def _fields(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """Every field of the body but the input."""
+        body: dict[str, Any] = {"model": request.model}
         if request.tools:
             body["tools"] = [_as_responses_tool(tool) for tool in request.tools]
         if request.response_format is not None:
@@ -98,10 +112,6 @@ class OpenAIResponsesProvider(OpenAIChatProvider):
         else:
             body.pop("stream", None)
         return body
-
-    def wire_body(self, request: ModelRequest, *, stream: bool) -> bytes:
-        """:meth:`body` encoded as JSON (the Responses input is encoded whole)."""
-        return dumps(self.body(request, stream=stream))
 
     # -- whole replies -----------------------------------------------------------------
     async def invoke(self, request: ModelRequest) -> ModelResponse:
@@ -287,11 +297,27 @@ def to_responses_input(request: ModelRequest) -> list[dict[str, Any]]:
     messages and tool calls are rendered as ``message`` and ``function_call`` items. A tool call
     without a result gets an error result.
     """
-    items: list[dict[str, Any]] = []
-    replayed: set[str] = set()  # call ids already sent inside replayed output items
-    for message in complete_tool_calls(request.messages):
-        items.extend(_items(message, replayed))
+    items: list[dict[str, Any]] = _INPUT.render(request.messages, _INPUT.initial_state)[0]
     return items
+
+
+class _ResponsesFormat(WireFormat):
+    """Responses input items. The state carried across messages is the set of call ids
+    already sent inside replayed output items (a later tool call with one is not repeated)."""
+
+    initial_state: frozenset[str] = frozenset()
+
+    def render(
+        self, messages: Sequence[Message], state: frozenset[str]
+    ) -> tuple[list[Any], frozenset[str]]:
+        items: list[dict[str, Any]] = []
+        replayed = set(state)
+        for message in complete_tool_calls(messages):
+            items.extend(_items(message, replayed))
+        return items, frozenset(replayed)
+
+
+_INPUT = _ResponsesFormat("openai_responses:encoded-prefix")
 
 
 def _items(message: Message, replayed: set[str]) -> list[dict[str, Any]]:
