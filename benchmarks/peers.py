@@ -292,12 +292,13 @@ def _tabulate(
             1.0,
             note=(
                 "Messages and usage are slotted (about 0.2 KiB a message with its UUID, 72 bytes "
-                "a usage); what is left is the Branch's own parts: the logs (a deque, 760 bytes "
-                "allocated up front, and the model call's record), the turn lock (anyio's "
-                "semaphore, about 0.9 KiB on asyncio, also a deque), the history's list and "
-                "on-added callback, and the Branch's attributes. See the memory scenario's "
-                "breakdown. pydantic-ai keeps its messages in a list and nothing else per "
-                "conversation."
+                "a usage): our three messages alone are about 0.85 KiB. The rest is the Branch's "
+                "own parts: the logs (the model call's record), the history's list and its "
+                "on-added callback (one weak reference), the slotted Branch and its tool "
+                "registry, and the turn lock (one small object: its anyio semaphore exists only "
+                "while a turn waits). See the memory scenario's breakdown. pydantic-ai keeps its "
+                "messages in a list and nothing else per conversation; its messages carry no "
+                "UUID objects (string run ids)."
             ),
         )
     )

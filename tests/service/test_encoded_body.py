@@ -1,4 +1,5 @@
-"""OpenAI request bodies assembled from a conversation's encoded prefix: the same JSON as
+"""OpenAI request bodies assembled from a conversation's encoded prefix (randomized histories
+for every format are in test_encoded_formats.py): the same JSON as
 encoding the whole body, each message rendered once while the history grows, and the prefix
 rebuilt when a message in it is replaced or edited."""
 
@@ -85,24 +86,6 @@ def grow(rng: random.Random, history: list[Message], turn: int) -> None:
             ActionResponse(request_id=c.id, call_id=c.call_id, function="add", output=1)
             for c in calls
         )
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_an_assembled_body_is_the_whole_encoding(seed: int) -> None:
-    rng = random.Random(seed)
-    # begins with a system message, with the first instruction, or with an assistant message
-    first: list[list[Message]] = [
-        [System(content="Be brief.")],
-        [],
-        [AssistantResponse(content="Earlier.")],
-    ]
-    history: list[Message] = first[seed % 3]
-    for turn in range(40):
-        grow(rng, history, turn)
-        schema = SCHEMA if rng.random() < 0.3 else None
-        same_json(request(list(history), schema=schema), stream=rng.random() < 0.5)
-        if rng.random() < 0.2:  # the same request again: the prefix is the whole of it
-            same_json(request(tuple(history), schema=schema))
 
 
 def test_a_replaced_or_edited_message_rebuilds_the_prefix() -> None:
