@@ -121,7 +121,7 @@ class McpServer:
     _protocol_mode: Literal["auto", "legacy"] = "auto"
 
     def __init__(self, transport: _TransportSpec, name: str, limits: ServerLimits) -> None:
-        if not limits.keys() <= _SERVER_LIMITS:
+        if not _SERVER_LIMITS.issuperset(limits):
             raise unexpected_keywords("McpServer", limits, _SERVER_LIMITS)
         timeout = limits.get("timeout", DEFAULT_TOOL_TIMEOUT)
         connect_timeout = limits.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
@@ -355,7 +355,7 @@ class McpServer:
         tool of the same name registered from elsewhere is left alone, with a warning in
         the ``"lionagi.mcp"`` log). The server keeps only a weak reference to the registry.
         Checkpoints; cancel-safe (a cancelled listing registers nothing)."""
-        if not loading.keys() <= _TOOL_LOADING:
+        if not _TOOL_LOADING.issuperset(loading):
             raise unexpected_keywords("load_tools", loading, _TOOL_LOADING)
         prefix, names = loading.get("prefix", ""), loading.get("names")
         follow_changes = loading.get("follow_changes", True)

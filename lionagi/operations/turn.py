@@ -801,7 +801,7 @@ async def run_in_turn(
     work in a task group of its own. The library's operations that start no nested work (chat,
     chat_and_record, communicate and the stream operations) pass it.
     """
-    if not options.keys() <= _TURN_OPTIONS:
+    if not _TURN_OPTIONS.issuperset(options):
         raise unexpected_keywords("run_in_turn", options, _TURN_OPTIONS)
     entry, nested = _classify(branch)
     if nested is not None:
@@ -1180,6 +1180,6 @@ def stream_in_turn(
     the first then open no cancel scope of their own: ``aclose()`` from another task cancels the
     guarded wait in progress, or the next one refuses to start (:mod:`lionagi._interrupt`).
     """
-    if not options.keys() <= _TURN_OPTIONS:
+    if not _TURN_OPTIONS.issuperset(options):
         raise unexpected_keywords("stream_in_turn", options, _TURN_OPTIONS)
     return TurnStream(_StreamDriver(branch, model, invoke, options, guarded))

@@ -73,7 +73,7 @@ def branch_to_dict(branch: Branch) -> dict[str, Any]:
 
 def branch_from_dict(cls: type[B], data: Mapping[str, Any], restoring: RestoreOptions) -> B:
     """What :meth:`Branch.from_dict` does, building an instance of ``cls``."""
-    if not restoring.keys() <= _RESTORE_OPTIONS:
+    if not _RESTORE_OPTIONS.issuperset(restoring):
         raise unexpected_keywords("Branch.from_dict", restoring, _RESTORE_OPTIONS)
     state = _validate(data)
     chat, parse = restoring.get("chat_model"), restoring.get("parse_model")
