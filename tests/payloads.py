@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.service.http_server import sse
+from tests.service.http_server import Reply, sse
 
 __all__ = [
     "ANTHROPIC_USAGE",
     "DONE",
+    "TEXT_REPLY",
+    "TOOL_REPLY",
     "USAGE_EVENT",
+    "anthropic_end",
+    "anthropic_event",
     "anthropic_message",
+    "anthropic_start",
+    "anthropic_text_block",
+    "anthropic_tool_block",
+    "call_delta",
     "chunk",
     "completion",
 ]
@@ -79,3 +87,95 @@ def anthropic_message(content: list[dict[str, Any]], stop: str = "end_turn") -> 
         "stop_reason": stop,
         "usage": ANTHROPIC_USAGE,
     }
+
+
+def call_delta(index: int, **fields: Any) -> str:
+    """An OpenAI stream event with one tool-call delta at ``index``: ``id`` starts the call,
+    ``name`` and ``arguments`` are its function's fields."""
+    entry: dict[str, Any] = {"index": index}
+    if "id" in fields:
+        entry.update(id=fields["id"], type="function")
+    entry["function"] = {k: v for k, v in fields.items() if k in ("name", "arguments")}
+    return chunk({"tool_calls": [entry]})
+
+
+TOOL_REPLY = Reply(
+    events=[
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Let me "}),
+        chunk({"content": "compute."}),
+        call_delta(0, id="call_a", name="multiply", arguments=""),
+        call_delta(0, arguments='{"a": 6,'),
+        call_delta(0, arguments=' "b": 7}'),
+        chunk({}, finish="tool_calls"),
+        USAGE_EVENT,
+        DONE,
+    ]
+)
+"""An OpenAI stream: a little text, then one call of ``multiply(a=6, b=7)`` whose arguments
+arrive in two deltas."""
+
+TEXT_REPLY = Reply(
+    events=[
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "6 x 7 = "}),
+        chunk({"content": "42."}),
+        chunk({}, finish="stop"),
+        USAGE_EVENT,
+        DONE,
+    ]
+)
+"""An OpenAI stream answering with text only."""
+
+
+def anthropic_event(kind: str, **fields: Any) -> str:
+    """One Anthropic Messages stream event of type ``kind``."""
+    return sse({"type": kind, **fields}, event=kind)
+
+
+def anthropic_start() -> list[str | Any]:
+    """The events that open an Anthropic stream: ``message_start`` and a ``ping``."""
+    started = anthropic_message([], stop="")
+    started.update(stop_reason=None, usage={**ANTHROPIC_USAGE, "output_tokens": 1})
+    return [anthropic_event("message_start", message=started), anthropic_event("ping")]
+
+
+def anthropic_text_block(index: int, *pieces: str) -> list[str | Any]:
+    """A text content block at ``index`` whose text arrives as ``pieces``."""
+    return [
+        anthropic_event(
+            "content_block_start", index=index, content_block={"type": "text", "text": ""}
+        ),
+        *(
+            anthropic_event(
+                "content_block_delta", index=index, delta={"type": "text_delta", "text": p}
+            )
+            for p in pieces
+        ),
+        anthropic_event("content_block_stop", index=index),
+    ]
+
+
+def anthropic_tool_block(index: int, call_id: str, name: str, *pieces: str) -> list[str | Any]:
+    """A ``tool_use`` block at ``index`` whose input JSON arrives as ``pieces``."""
+    start = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+    return [
+        anthropic_event("content_block_start", index=index, content_block=start),
+        *(
+            anthropic_event(
+                "content_block_delta",
+                index=index,
+                delta={"type": "input_json_delta", "partial_json": p},
+            )
+            for p in pieces
+        ),
+        anthropic_event("content_block_stop", index=index),
+    ]
+
+
+def anthropic_end(stop: str = "end_turn") -> list[str | Any]:
+    """The events that end an Anthropic stream with ``stop`` as its stop reason."""
+    return [
+        anthropic_event("message_delta", delta={"stop_reason": stop}, usage={"output_tokens": 9}),
+        anthropic_event("message_stop"),
+    ]

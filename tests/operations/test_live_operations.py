@@ -28,16 +28,26 @@ from lionagi.operations.react import ReActAnalysis
 from lionagi.service.imodel import iModel
 from lionagi.session.signal import RunEnd
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
-from tests.operations.test_run_providers import call_delta, multiply, openai_model
-from tests.operations.test_stream_events import (
+from tests.payloads import (
+    DONE,
+    USAGE_EVENT,
+    anthropic_end,
+    anthropic_start,
+    anthropic_text_block,
+    anthropic_tool_block,
+    call_delta,
+    chunk,
+    completion,
+)
+from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
+from tests.streams import (
     check_deltas,
     close_at_every_event,
     committed,
     kinds,
+    multiply,
+    openai_model,
 )
-from tests.payloads import DONE, USAGE_EVENT, chunk, completion
-from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
-from tests.service.test_anthropic_provider import end_events, start_events, text_block, tool_block
 
 pytestmark = pytest.mark.anyio
 
@@ -249,13 +259,15 @@ async def test_operate_stream_on_anthropic(server: ScriptedServer) -> None:
     server.reply(
         Reply(
             events=[
-                *start_events(),
-                *text_block(0, "Checking."),
-                *tool_block(1, "toolu_1", "multiply", '{"a": 6', ', "b": 7}'),
-                *end_events("tool_use"),
+                *anthropic_start(),
+                *anthropic_text_block(0, "Checking."),
+                *anthropic_tool_block(1, "toolu_1", "multiply", '{"a": 6', ', "b": 7}'),
+                *anthropic_end("tool_use"),
             ]
         ),
-        Reply(events=[*start_events(), *text_block(0, *ANSWER_PIECES), *end_events()]),
+        Reply(
+            events=[*anthropic_start(), *anthropic_text_block(0, *ANSWER_PIECES), *anthropic_end()]
+        ),
     )
     model = iModel("anthropic", "claude-test", base_url=server.url, api_key="sk-t", timeout=30)
     branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])

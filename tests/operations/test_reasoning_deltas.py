@@ -25,16 +25,25 @@ from lionagi import (
 from lionagi.service.imodel import iModel
 from lionagi.service.types import FinalChunk, ReasoningDelta, ReasoningEvent
 from tests.helpers import assert_idle, observed_branch
-from tests.operations.test_run_providers import call_delta, multiply, openai_model
-from tests.operations.test_stream_events import (
+from tests.payloads import (
+    DONE,
+    USAGE_EVENT,
+    anthropic_end,
+    anthropic_start,
+    anthropic_text_block,
+    anthropic_tool_block,
+    call_delta,
+    chunk,
+)
+from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer, Step, sse
+from tests.streams import (
     anthropic_model,
     check_deltas,
     close_at_every_event,
     committed,
+    multiply,
+    openai_model,
 )
-from tests.payloads import DONE, USAGE_EVENT, chunk
-from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer, Step, sse
-from tests.service.test_anthropic_provider import end_events, start_events, text_block, tool_block
 
 pytestmark = pytest.mark.anyio
 
@@ -228,18 +237,18 @@ CASES: dict[str, tuple[Callable[[ScriptedServer], iModel], Reply, Reply, list[st
         anthropic_model,
         Reply(
             events=[
-                *start_events(),
+                *anthropic_start(),
                 *anthropic_thinking(0, *THOUGHTS),
-                *tool_block(1, "toolu_1", "multiply", '{"a": 6, "b": 7}'),
-                *end_events("tool_use"),
+                *anthropic_tool_block(1, "toolu_1", "multiply", '{"a": 6, "b": 7}'),
+                *anthropic_end("tool_use"),
             ]
         ),
         Reply(
             events=[
-                *start_events(),
+                *anthropic_start(),
                 *anthropic_thinking(0, "It returned ", "42."),
-                *text_block(1, "6 x 7 = 42."),
-                *end_events(),
+                *anthropic_text_block(1, "6 x 7 = 42."),
+                *anthropic_end(),
             ]
         ),
         [*THOUGHTS, "It returned ", "42."],
@@ -338,7 +347,7 @@ HANGING = {
     ),
     "anthropic": (
         anthropic_model,
-        Reply(events=[*start_events(), *anthropic_thinking(0, *THOUGHTS)[:-2], AWAIT_CLOSE]),
+        Reply(events=[*anthropic_start(), *anthropic_thinking(0, *THOUGHTS)[:-2], AWAIT_CLOSE]),
     ),
     "openai_responses": (
         responses_model,

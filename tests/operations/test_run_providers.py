@@ -19,19 +19,14 @@ from lionagi.protocols.messages import (
     AssistantResponse,
     Message,
 )
-from lionagi.service.imodel import iModel
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
-from tests.payloads import DONE, USAGE_EVENT, chunk
+from tests.payloads import TEXT_REPLY, TOOL_REPLY, call_delta, chunk
 from tests.processes import assert_gone, assert_reaped, fake_model, pids, spawned_processes
 from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
+from tests.streams import multiply, openai_model
 
 pytestmark = pytest.mark.anyio
-
-
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
 
 
 def kinds(messages: list[Message]) -> list[str]:
@@ -43,43 +38,6 @@ async def collect(stream: AsyncIterator[Message]) -> list[Message]:
 
 
 # -- OpenAI-compatible server ----------------------------------------------------------------
-def openai_model(server: ScriptedServer) -> iModel:
-    return iModel(
-        "openai", "gpt-test", base_url=f"{server.url}/v1", api_key="sk-test", timeout=30.0
-    )
-
-
-def call_delta(index: int, **fields: Any) -> str:
-    entry: dict[str, Any] = {"index": index}
-    if "id" in fields:
-        entry.update(id=fields["id"], type="function")
-    entry["function"] = {k: v for k, v in fields.items() if k in ("name", "arguments")}
-    return chunk({"tool_calls": [entry]})
-
-
-TOOL_REPLY = Reply(
-    events=[
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"content": "Let me "}),
-        chunk({"content": "compute."}),
-        call_delta(0, id="call_a", name="multiply", arguments=""),
-        call_delta(0, arguments='{"a": 6,'),
-        call_delta(0, arguments=' "b": 7}'),
-        chunk({}, finish="tool_calls"),
-        USAGE_EVENT,
-        DONE,
-    ]
-)
-TEXT_REPLY = Reply(
-    events=[
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"content": "6 x 7 = "}),
-        chunk({"content": "42."}),
-        chunk({}, finish="stop"),
-        USAGE_EVENT,
-        DONE,
-    ]
-)
 
 
 async def test_openai_sse_tool_call_then_text(server: ScriptedServer) -> None:

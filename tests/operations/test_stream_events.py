@@ -4,11 +4,10 @@ memory for long replies."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,30 +21,38 @@ from lionagi import (
     ActionResponse,
     AssistantResponse,
     Branch,
-    Message,
     MessageCommitted,
     StreamEvent,
     TextDeltaEvent,
     ToolCallDeltaEvent,
     ToolFinished,
     ToolStarted,
-    TurnStream,
 )
 from lionagi.service.imodel import iModel
 from lionagi.session.signal import RunEnd
 from lionagi.testing import FunctionModel
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
-from tests.operations.test_run_providers import (
+from tests.payloads import (
     TEXT_REPLY,
     TOOL_REPLY,
+    anthropic_end,
+    anthropic_start,
+    anthropic_text_block,
+    anthropic_tool_block,
     call_delta,
+    chunk,
+)
+from tests.processes import assert_reaped, fake_model
+from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
+from tests.streams import (
+    anthropic_model,
+    check_deltas,
+    close_at_every_event,
+    committed,
+    kinds,
     multiply,
     openai_model,
 )
-from tests.payloads import chunk
-from tests.processes import assert_reaped, fake_model
-from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
-from tests.service.test_anthropic_provider import end_events, start_events, text_block, tool_block
 
 pytestmark = pytest.mark.anyio
 
@@ -53,49 +60,6 @@ pytestmark = pytest.mark.anyio
 async def collect(branch: Branch, instruction: str) -> list[StreamEvent]:
     async with branch.stream(instruction) as stream:
         return [event async for event in stream]
-
-
-def committed(events: list[StreamEvent]) -> list[Message]:
-    return [e.message for e in events if isinstance(e, MessageCommitted)]
-
-
-def check_deltas(events: list[StreamEvent], *, finished: bool = True) -> None:
-    """Each committed reply is the concatenation of the text deltas before it; each committed
-    tool call holds the JSON its argument deltas spell."""
-    text: list[str] = []
-    calls: dict[str, tuple[str | None, list[str]]] = {}
-    by_index: dict[int, str] = {}
-    for event in events:
-        match event:
-            case TextDeltaEvent(text=piece):
-                assert piece
-                text.append(piece)
-            case ToolCallDeltaEvent(index=index, call_id=call_id, name=name, arguments=args):
-                if call_id is not None:
-                    by_index[index] = call_id
-                    calls[call_id] = (name, [])
-                calls[by_index[index]][1].append(args)
-            case MessageCommitted(message=AssistantResponse(content=content)):
-                assert "".join(text) == content
-                text.clear()
-            case MessageCommitted(message=ActionRequest() as request) if calls:
-                name, pieces = calls.pop(request.call_id)
-                assert name == request.function
-                assert json.loads("".join(pieces) or "{}") == request.arguments
-                by_index.clear()
-    if finished:
-        assert not text
-        assert not calls
-
-
-def kinds(events: list[StreamEvent]) -> list[str]:
-    out = []
-    for event in events:
-        if isinstance(event, MessageCommitted):
-            out.append(type(event.message).__name__)
-        else:
-            out.append(type(event).__name__)
-    return out
 
 
 # -- OpenAI-compatible server ----------------------------------------------------------------
@@ -161,53 +125,6 @@ HANGING_REPLY = Reply(
 HANGING_EVENTS = 6  # 2 text deltas, call delta, Instruction, AssistantResponse, 1 more delta
 
 
-async def close_at_every_event(
-    how: str,
-    reply: Reply,
-    make_model: Callable[[ScriptedServer], iModel],
-    count: int,
-    open_stream: Callable[[Branch], TurnStream[StreamEvent]] = lambda b: b.stream("go"),
-    whole_after: int | None = 4,
-) -> None:
-    """Stop a stream turn after each of its first ``count`` events, against a server that
-    waits for the client to hang up: the connection is closed and the history holds whole
-    messages only: from event ``whole_after`` on the instruction and the text segment that
-    ended when a tool call began, before it nothing."""
-    for stop_after in range(1, count + 1):
-        with ScriptedServer() as server:
-            server.reply(reply)
-            model = make_model(server)
-            branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])
-            seen: list[StreamEvent] = []
-            with anyio.CancelScope() as scope:
-                async with open_stream(branch) as stream:
-                    async for event in stream:
-                        seen.append(event)
-                        if len(seen) == stop_after:
-                            if how == "aclose":
-                                await stream.aclose()
-                            else:
-                                scope.cancel()
-                                await anyio.lowlevel.checkpoint()
-            assert len(seen) == stop_after
-            closed = await anyio.to_thread.run_sync(server.client_closed.wait, 30.0)
-            assert closed, f"connection left open after {stop_after} event(s)"
-            await model.aclose()
-            # whole messages only: the instruction is committed with the text segment that ended
-            # when the call began, never the call (its argument deltas were cut); nothing at all
-            # before that
-            history = list(branch.msgs)
-            assert history[: len(committed(seen))] == committed(seen)
-            whole = whole_after is not None and stop_after >= whole_after
-            assert [type(m).__name__ for m in history] == (
-                ["Instruction", "AssistantResponse"] if whole else []
-            )
-            check_deltas(seen, finished=False)
-            assert isinstance(rec.terminals()[0], RunEnd)
-            assert_one_terminal_per_start(rec)
-            assert_idle(branch)
-
-
 @pytest.mark.parametrize("how", ["aclose", "cancel"])
 async def test_openai_close_at_every_event_closes_the_connection(how: str) -> None:
     await close_at_every_event(how, HANGING_REPLY, openai_model, HANGING_EVENTS)
@@ -218,13 +135,15 @@ async def test_anthropic_deltas_match_the_committed_messages(server: ScriptedSer
     server.reply(
         Reply(
             events=[
-                *start_events(),
-                *text_block(0, "Checking ", "the product."),
-                *tool_block(1, "toolu_1", "multiply", '{"a": 6', ', "b": 7}'),
-                *end_events("tool_use"),
+                *anthropic_start(),
+                *anthropic_text_block(0, "Checking ", "the product."),
+                *anthropic_tool_block(1, "toolu_1", "multiply", '{"a": 6', ', "b": 7}'),
+                *anthropic_end("tool_use"),
             ]
         ),
-        Reply(events=[*start_events(), *text_block(0, "It is ", "42."), *end_events()]),
+        Reply(
+            events=[*anthropic_start(), *anthropic_text_block(0, "It is ", "42."), *anthropic_end()]
+        ),
     )
     model = iModel("anthropic", "claude-test", base_url=server.url, api_key="sk-t", timeout=30)
     branch, rec, _ = observed_branch(chat_model=model, tools=[multiply])
@@ -258,18 +177,16 @@ async def test_anthropic_deltas_match_the_committed_messages(server: ScriptedSer
 
 ANTHROPIC_HANGING = Reply(
     events=[
-        *start_events(),
-        *text_block(0, "Checking ", "the product."),
-        *tool_block(1, "toolu_1", "multiply", '{"a": 6', ', "b": 7}')[:-1],  # the block never ends
+        *anthropic_start(),
+        *anthropic_text_block(0, "Checking ", "the product."),
+        *anthropic_tool_block(1, "toolu_1", "multiply", '{"a": 6', ', "b": 7}')[
+            :-1
+        ],  # the block never ends
         AWAIT_CLOSE,
     ]
 )
 # 2 text deltas, the call's first delta, Instruction, AssistantResponse, 2 argument deltas
 ANTHROPIC_HANGING_EVENTS = 7
-
-
-def anthropic_model(server: ScriptedServer) -> iModel:
-    return iModel("anthropic", "claude-test", base_url=server.url, api_key="sk-t", timeout=30)
 
 
 @pytest.mark.parametrize("how", ["aclose", "cancel"])

@@ -1,4 +1,4 @@
-"""The turn-protocol property test (tests_trio/test_turn_properties.py) on every backend.
+"""The turn-protocol property test (tests/turn_scenarios.py) on every backend.
 
 The scenario runner uses anyio only; here each generated scenario runs in its own
 ``anyio.run`` on asyncio and on trio, with fewer examples than the trio-native suite.
@@ -12,8 +12,8 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.conftest import BACKENDS
-from tests_trio.test_turn_properties import Scenario, ScenarioRun, scenarios
+from tests.backends import BACKENDS
+from tests.turn_scenarios import Scenario, ScenarioRun, scenarios
 
 # LIONAGI_PROPERTY_EXAMPLES raises the example count for a full-size run (nox -s properties)
 EXAMPLES = int(os.environ.get("LIONAGI_PROPERTY_EXAMPLES", "60"))

@@ -32,8 +32,15 @@ from lionagi.service.imodel import iModel
 from lionagi.service.providers._anthropic_render import continued_body, to_anthropic_messages
 from lionagi.service.types import FinalChunk, StreamChunk, TextDelta, ToolCallDelta, UsageChunk
 from tests.payloads import ANTHROPIC_USAGE as USAGE
+from tests.payloads import (
+    anthropic_end,
+    anthropic_event,
+    anthropic_start,
+    anthropic_text_block,
+    anthropic_tool_block,
+)
 from tests.payloads import anthropic_message as message
-from tests.service.http_server import AWAIT_CLOSE, DROP, HANG, Reply, ScriptedServer, sse
+from tests.service.http_server import AWAIT_CLOSE, DROP, HANG, Reply, ScriptedServer
 
 # module-level mark: anyio parametrizes by backend at collection, which keeps parametrize ids
 pytestmark = pytest.mark.anyio
@@ -62,50 +69,6 @@ def model_for(server: ScriptedServer, **kwargs: Any) -> iModel:
 
 def history() -> list[Message]:
     return [System(content="Be brief."), Instruction(instruction="Say hi.")]
-
-
-def event(kind: str, **fields: Any) -> str:
-    return sse({"type": kind, **fields}, event=kind)
-
-
-def start_events() -> list[str | Any]:
-    started = message([], stop="")
-    started.update(stop_reason=None, usage={**USAGE, "output_tokens": 1})
-    return [event("message_start", message=started), event("ping")]
-
-
-def text_block(index: int, *pieces: str) -> list[str | Any]:
-    return [
-        event("content_block_start", index=index, content_block={"type": "text", "text": ""}),
-        *(
-            event("content_block_delta", index=index, delta={"type": "text_delta", "text": p})
-            for p in pieces
-        ),
-        event("content_block_stop", index=index),
-    ]
-
-
-def tool_block(index: int, call_id: str, name: str, *pieces: str) -> list[str | Any]:
-    start = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
-    return [
-        event("content_block_start", index=index, content_block=start),
-        *(
-            event(
-                "content_block_delta",
-                index=index,
-                delta={"type": "input_json_delta", "partial_json": p},
-            )
-            for p in pieces
-        ),
-        event("content_block_stop", index=index),
-    ]
-
-
-def end_events(stop: str = "end_turn") -> list[str | Any]:
-    return [
-        event("message_delta", delta={"stop_reason": stop}, usage={"output_tokens": 9}),
-        event("message_stop"),
-    ]
 
 
 async def collect(model: iModel, messages: list[Message], **kwargs: Any) -> list[StreamChunk]:
@@ -268,7 +231,9 @@ async def test_server_that_never_answers_times_out(server: ScriptedServer) -> No
 
 
 async def test_streamed_reply(server: ScriptedServer) -> None:
-    server.reply(Reply(events=[*start_events(), *text_block(0, "Hel", "lo"), *end_events()]))
+    server.reply(
+        Reply(events=[*anthropic_start(), *anthropic_text_block(0, "Hel", "lo"), *anthropic_end()])
+    )
     model = model_for(server)
 
     chunks = await collect(model, history())
@@ -291,11 +256,11 @@ async def test_streamed_reply(server: ScriptedServer) -> None:
 
 async def test_streamed_tool_calls(server: ScriptedServer) -> None:
     events = [
-        *start_events(),
-        *text_block(0, "Checking."),
-        *tool_block(1, "toolu_a", "get_weather", '{"ci', 'ty": "Oslo"}'),
-        *tool_block(2, "toolu_b", "now"),
-        *end_events("tool_use"),
+        *anthropic_start(),
+        *anthropic_text_block(0, "Checking."),
+        *anthropic_tool_block(1, "toolu_a", "get_weather", '{"ci', 'ty": "Oslo"}'),
+        *anthropic_tool_block(2, "toolu_b", "now"),
+        *anthropic_end("tool_use"),
     ]
     server.reply(Reply(events=events))
     model = model_for(server)
@@ -334,7 +299,11 @@ async def test_a_tool_use_without_a_name_is_a_protocol_error(
 
 
 async def test_streamed_tool_input_that_is_not_json(server: ScriptedServer) -> None:
-    events = [*start_events(), *tool_block(0, "t", "f", "{oops"), *end_events("tool_use")]
+    events = [
+        *anthropic_start(),
+        *anthropic_tool_block(0, "t", "f", "{oops"),
+        *anthropic_end("tool_use"),
+    ]
     server.reply(Reply(events=events))
     model = model_for(server)
 
@@ -350,8 +319,8 @@ async def test_streamed_tool_input_that_is_not_json(server: ScriptedServer) -> N
 async def test_error_event_inside_a_stream(
     server: ScriptedServer, kind: str, error_type: type[ProviderError]
 ) -> None:
-    error = event("error", error={"type": kind, "message": "try later"})
-    server.reply(Reply(events=[*start_events(), *text_block(0, "Hi"), error]))
+    error = anthropic_event("error", error={"type": kind, "message": "try later"})
+    server.reply(Reply(events=[*anthropic_start(), *anthropic_text_block(0, "Hi"), error]))
     model = model_for(server)
 
     with pytest.raises(error_type, match="try later"):
@@ -372,7 +341,7 @@ async def test_stream_error_status(server: ScriptedServer) -> None:
 
 
 async def test_stream_that_breaks_midway_is_a_connection_error(server: ScriptedServer) -> None:
-    server.reply(Reply(events=[*start_events(), *text_block(0, "Hel")[:2], DROP]))
+    server.reply(Reply(events=[*anthropic_start(), *anthropic_text_block(0, "Hel")[:2], DROP]))
     model = model_for(server)
     stream = model.stream(history())
 
@@ -385,7 +354,7 @@ async def test_stream_that_breaks_midway_is_a_connection_error(server: ScriptedS
 
 
 async def test_stream_that_ends_without_message_stop(server: ScriptedServer) -> None:
-    server.reply(Reply(events=[*start_events(), *text_block(0, "Hel")]))
+    server.reply(Reply(events=[*anthropic_start(), *anthropic_text_block(0, "Hel")]))
     model = model_for(server)
 
     with pytest.raises(ProtocolError, match="ended before"):
@@ -394,7 +363,7 @@ async def test_stream_that_ends_without_message_stop(server: ScriptedServer) -> 
 
 
 async def test_malformed_sse_event(server: ScriptedServer) -> None:
-    server.reply(Reply(events=[*start_events(), "event: content_block_delta\ndata: {nope\n\n"]))
+    server.reply(Reply(events=[*anthropic_start(), "event: content_block_delta\ndata: {nope\n\n"]))
     model = model_for(server)
 
     with pytest.raises(ProtocolError, match="malformed stream event"):
@@ -403,7 +372,7 @@ async def test_malformed_sse_event(server: ScriptedServer) -> None:
 
 
 async def test_stream_that_stalls_times_out(server: ScriptedServer) -> None:
-    server.reply(Reply(events=[*start_events(), HANG]))
+    server.reply(Reply(events=[*anthropic_start(), HANG]))
     model = model_for(server, timeout=0.2)
 
     with pytest.raises(ProviderTimeout):
@@ -412,7 +381,9 @@ async def test_stream_that_stalls_times_out(server: ScriptedServer) -> None:
 
 
 async def test_aclose_halfway_closes_the_connection(server: ScriptedServer) -> None:
-    server.reply(Reply(events=[*start_events(), *text_block(0, "one", "two")[:3], AWAIT_CLOSE]))
+    server.reply(
+        Reply(events=[*anthropic_start(), *anthropic_text_block(0, "one", "two")[:3], AWAIT_CLOSE])
+    )
     model = model_for(server)
     stream = model.stream(history())
 
@@ -429,7 +400,7 @@ def test_same_model_on_asyncio_then_trio(server: ScriptedServer) -> None:
     for text in ("one", "two"):
         server.reply(
             Reply(json=message([{"type": "text", "text": text}])),
-            Reply(events=[*start_events(), *text_block(0, text), *end_events()]),
+            Reply(events=[*anthropic_start(), *anthropic_text_block(0, text), *anthropic_end()]),
         )
     model = model_for(server)
 
@@ -475,7 +446,11 @@ async def test_pause_turn_is_continued_at_most_max_pause_continuations_times(
 async def test_max_pause_continuations_zero_returns_the_paused_reply(
     server: ScriptedServer,
 ) -> None:
-    server.reply(Reply(events=[*start_events(), *text_block(0, "a"), *end_events("pause_turn")]))
+    server.reply(
+        Reply(
+            events=[*anthropic_start(), *anthropic_text_block(0, "a"), *anthropic_end("pause_turn")]
+        )
+    )
     model = model_for(server, max_pause_continuations=0)
 
     chunks = await collect(model, history())
@@ -500,16 +475,16 @@ async def test_a_tool_call_after_a_streamed_pause_is_numbered_after_the_earlier_
     server.reply(
         Reply(
             events=[
-                *start_events(),
-                *tool_block(0, "toolu_a", "get_weather", '{"city": "Oslo"}'),
-                *end_events("pause_turn"),
+                *anthropic_start(),
+                *anthropic_tool_block(0, "toolu_a", "get_weather", '{"city": "Oslo"}'),
+                *anthropic_end("pause_turn"),
             ]
         ),
         Reply(
             events=[
-                *start_events(),
-                *tool_block(0, "toolu_b", "get_weather", '{"city": "Rome"}'),
-                *end_events("tool_use"),
+                *anthropic_start(),
+                *anthropic_tool_block(0, "toolu_b", "get_weather", '{"city": "Rome"}'),
+                *anthropic_end("tool_use"),
             ]
         ),
     )

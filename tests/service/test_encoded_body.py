@@ -21,36 +21,17 @@ from lionagi.protocols.messages import (
     Message,
     System,
 )
-from lionagi.protocols.tool_spec import ToolSpec
 from lionagi.service._text import clean_json
 from lionagi.service.imodel import iModel
 from lionagi.service.providers import _openai_render
 from lionagi.service.providers._openai_render import openai_body, openai_wire_body
-from lionagi.service.types import ModelRequest, StructuredOutput
-from tests.operations.test_run_providers import TEXT_REPLY, TOOL_REPLY, multiply
+from lionagi.service.types import ModelRequest
+from tests.payloads import TEXT_REPLY, TOOL_REPLY
+from tests.service.histories import SCHEMA, grow, request
 from tests.service.http_server import ScriptedServer
+from tests.streams import multiply
 
 pytestmark = pytest.mark.anyio
-
-SCHEMA = {"title": "Answer", "type": "object", "properties": {"n": {"type": "integer"}}}
-TOOL = ToolSpec(name="add", description="Add.", parameters={"type": "object"})
-
-
-def request(
-    messages: Sequence[Message],
-    *,
-    schema: dict[str, Any] | None = None,
-    mode: StructuredOutput = "json_schema",
-    **options: Any,
-) -> ModelRequest:
-    return ModelRequest(
-        model="m",
-        messages=messages,
-        tools=(TOOL,),
-        response_format=schema,
-        options=options,
-        structured_output=mode,
-    )
 
 
 def same_json(req: ModelRequest, *, stream: bool = False) -> None:
@@ -59,33 +40,6 @@ def same_json(req: ModelRequest, *, stream: bool = False) -> None:
     whole = clean_json(openai_body(req, stream=stream, provider="openai"))  # as httpx sends it
     assert wire.pop("messages") == whole.pop("messages")
     assert wire == whole
-
-
-def grow(rng: random.Random, history: list[Message], turn: int) -> None:
-    """Append one turn's messages: text replies, tool rounds (some calls never answered, some
-    parallel), instructions with and without a schema or images."""
-    history.append(
-        Instruction(
-            instruction=f"question {turn} \ud800" if turn == 7 else f"question {turn}",
-            response_format=SCHEMA if rng.random() < 0.2 else None,
-            images=("https://example.com/a.png",) if rng.random() < 0.1 else (),
-        )
-    )
-    shape = rng.choice(["text", "tools", "calls_only", "unanswered", "parallel"])
-    if shape != "calls_only":
-        history.append(AssistantResponse(content=f"answer {turn}"))
-    if shape == "text":
-        return
-    calls = [
-        ActionRequest(call_id=f"c{turn}_{i}", function="add", arguments={"a": i})
-        for i in range(2 if shape == "parallel" else 1)
-    ]
-    history.extend(calls)
-    if shape != "unanswered":
-        history.extend(
-            ActionResponse(request_id=c.id, call_id=c.call_id, function="add", output=1)
-            for c in calls
-        )
 
 
 def test_a_replaced_or_edited_message_rebuilds_the_prefix() -> None:

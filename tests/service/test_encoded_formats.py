@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 
 from lionagi import Branch
 from lionagi.protocols.messages import (
@@ -29,7 +30,7 @@ from lionagi.service.imodel import iModel
 from lionagi.service.providers import _encoded
 from lionagi.service.providers._openai_render import openai_body, openai_wire_body
 from lionagi.service.types import ModelRequest
-from tests.service.test_encoded_body import SCHEMA, grow, request
+from tests.service.histories import SCHEMA, grow, request
 
 Provider = Any
 
@@ -78,7 +79,7 @@ def grow_more(rng: random.Random, history: list[Message], turn: int) -> None:
     elif roll < 0.3:
         history.append(Instruction(instruction=f"replayed {turn}"))
         call_id = f"r{turn}"
-        raw = {
+        raw: JsonValue = {
             "object": "response",
             "output": [
                 {"type": "reasoning", "id": f"rs{turn}", "summary": []},
