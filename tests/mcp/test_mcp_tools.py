@@ -24,7 +24,7 @@ from lionagi.mcp import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpServer
 from lionagi.protocols.messages import ActionResponse, ToolCall
 from lionagi.session.branch import Branch
 from lionagi.testing import TestModel
-from tests.mcp.conftest import SERVER, MakeServer, Probe
+from tests.mcp.servers import SERVER, MakeServer, Probe
 from tests.processes import assert_gone
 
 
