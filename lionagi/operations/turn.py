@@ -373,12 +373,12 @@ def schedule_message_signal(branch: Branch, message: Message) -> None:
         and binding.scope.context is context
         and _open_step(context) is not None
     ):
-        signal = _trusted(MessageAdded)(
+        signal = _trusted[MessageAdded](
             branch_id=branch.id, message=message, turn_id=context.turn_id
         )
         context.pending_signals.append((observer, signal))
         return
-    spawn_detached(observer.emit, _trusted(MessageAdded)(branch_id=branch.id, message=message))
+    spawn_detached(observer.emit, _trusted[MessageAdded](branch_id=branch.id, message=message))
 
 
 async def _drain_signals(context: TurnExecutionContext) -> None:
@@ -709,7 +709,7 @@ class _Turn:
         # Not shielded: a RunStart handler that blocks is cancelled with the caller, and the turn
         # then ends with its one RunFailed.
         rest = observer.send(
-            _trusted(RunStart)(
+            _trusted[RunStart](
                 branch_id=self.branch.id,
                 turn_id=self.context.turn_id,
                 operation=self.context.operation,
@@ -731,7 +731,7 @@ class _Turn:
         signal: RunEnd | RunFailed
         if ended:
             usage = context.usage
-            signal = _trusted(RunEnd)(
+            signal = _trusted[RunEnd](
                 branch_id=self.branch.id,
                 turn_id=context.turn_id,
                 operation=context.operation,
@@ -744,7 +744,7 @@ class _Turn:
                 duration_ms=duration_ms,
             )
         else:
-            signal = _trusted(RunFailed)(
+            signal = _trusted[RunFailed](
                 branch_id=self.branch.id,
                 turn_id=context.turn_id,
                 operation=context.operation,

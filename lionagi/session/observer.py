@@ -73,7 +73,8 @@ class Observer:
 
     def wants(self, signal_type: type[Signal]) -> bool:
         """Whether any handler would receive a signal of this type (lets emitters skip work)."""
-        return bool(self.handlers_for(signal_type))
+        found = self._by_type.get(signal_type)
+        return bool(self.handlers_for(signal_type) if found is None else found)
 
     async def emit(self, signal: Signal, *, shielded: bool = False) -> None:
         """Deliver ``signal`` to its handlers in order. Checkpoints only inside async handlers;
@@ -95,7 +96,7 @@ class Observer:
         handler's result and calls the rest. So a signal whose handlers are all synchronous is
         delivered without a coroutine of its own. Does not checkpoint.
         """
-        handlers = self.handlers_for(type(signal))
+        handlers = self._by_type.get(type(signal)) or self.handlers_for(type(signal))
         session = self.session
         index = 0
         for handler in handlers:

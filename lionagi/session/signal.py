@@ -15,7 +15,7 @@ and they keep the ``BaseModel`` methods code calls on them (``model_dump``,
 ``model_json_schema``) with the same output, but are not ``BaseModel`` instances. An observed
 turn builds several signals and every handler reads them, so a signal is only its field slots,
 read as plain attributes; the signals the library builds from values it already holds as the
-field types skip validation (:func:`_trusted`) and equal what validation would build. The
+field types skip validation (``_trusted``) and equal what validation would build. The
 pydantic validator and serializer of a class are built the first time one is needed, so
 importing the signals costs a few plain classes.
 """
@@ -168,7 +168,8 @@ class Signal:
                     f"fields are {', '.join(names)}"
                 )
             values.update(update)
-        return _trusted(type(self))(**values)
+        copied: Self = _trusted[type(self)](**values)
+        return copied
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
@@ -381,7 +382,6 @@ _MISSING: Any = object()
 # per signal class, each made on first use
 _FIELD_NAMES: dict[type[Signal], tuple[str, ...]] = {}
 _ADAPTERS: dict[type[Signal], TypeAdapter[Any]] = {}
-_BUILDERS: dict[type[Signal], Callable[..., Any]] = {}
 
 
 def _field_names(cls: type[Signal]) -> tuple[str, ...]:
@@ -410,12 +410,14 @@ def _adapter(cls: type[S]) -> TypeAdapter[S]:
 
 def _rebuild(cls: type[S], values: tuple[Any, ...]) -> S:
     """Unpickle a signal (its field values, in order)."""
-    return _trusted(cls)(**dict(zip(_field_names(cls), values, strict=True)))
+    signal: S = _trusted[cls](**dict(zip(_field_names(cls), values, strict=True)))
+    return signal
 
 
-def _trusted(cls: type[S]) -> Callable[..., S]:
-    """``cls``'s constructor for the library's own signals: keyword arguments as ``cls``'s,
-    values already of the field types, defaults as ``cls``'s; nothing is validated.
+class _TrustedConstructors(dict[type[Signal], Callable[..., Any]]):
+    """``_trusted[cls]`` is ``cls``'s constructor for the library's own signals: keyword
+    arguments as ``cls``'s, values already of the field types, defaults as ``cls``'s; nothing
+    is validated. Made on first use, then one dict lookup.
 
     A validated build costs more than the rest of delivering a signal to a handler, and the
     turn driver builds a handful per observed turn from values it holds as the field types (ids,
@@ -425,9 +427,16 @@ def _trusted(cls: type[S]) -> Callable[..., S]:
     assignment). The constructor is generated, once per class, as dataclasses generate their
     ``__init__``.
     """
-    known = _BUILDERS.get(cls)
-    if known is not None:
-        return known
+
+    def __missing__(self, cls: type[Signal]) -> Callable[..., Any]:
+        build = self[cls] = _trusted_constructor(cls)
+        return build
+
+
+_trusted = _TrustedConstructors()
+
+
+def _trusted_constructor(cls: type[S]) -> Callable[..., S]:
     fields = _fields(cls)
     layout = {"__slots__": cls.__slots__} if "__slots__" in cls.__dict__ else {}
     twin = type(
@@ -469,5 +478,4 @@ def _trusted(cls: type[S]) -> Callable[..., S]:
     exec(source, namespace)
     build: Callable[..., S] = namespace["build"]
     build.__qualname__ = f"{cls.__qualname__}.<trusted>"
-    _BUILDERS[cls] = build
     return build
