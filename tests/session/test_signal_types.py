@@ -131,7 +131,7 @@ def test_each_signal_is_immutable_comparable_picklable_and_round_trips(signal: S
     assert signal.kind == cls.__name__
     assert isinstance(signal, Signal)
     with pytest.raises(ValidationError) as caught:
-        signal.branch_id = None  # type: ignore[misc]
+        signal.branch_id = None
     assert caught.value.errors()[0]["type"] == "frozen_instance"
     with pytest.raises(ValidationError):
         del signal.created_at
@@ -153,7 +153,7 @@ def test_each_signal_is_immutable_comparable_picklable_and_round_trips(signal: S
 
 
 def test_signals_match_by_class_and_field() -> None:
-    seen = []
+    seen: list[tuple[str, object]] = []
     for signal in _samples()[:4]:
         match signal:
             case RunStart(operation=operation):
@@ -195,10 +195,11 @@ async def test_the_signals_a_turn_builds_are_what_validation_builds_from_the_sam
         assert rebuilt == signal
         for name, value in values.items():  # the same types, not only equal values
             assert type(getattr(rebuilt, name)) is type(value), (signal.kind, name)
+        assert isinstance(signal, RunStart | MessageAdded | RunEnd | RunFailed)
         assert signal.turn_id is not None
         assert signal.branch_id is not None
         with pytest.raises(ValidationError):
-            signal.turn_id = None  # type: ignore[misc]
+            signal.turn_id = None
 
 
 def test_a_signal_class_of_ones_own_is_declared_like_a_model() -> None:
@@ -224,6 +225,6 @@ def test_a_signal_class_of_ones_own_is_declared_like_a_model() -> None:
     with pytest.raises(ValidationError):
         Deployed(version=None)
     with pytest.raises(ValidationError):
-        signal.version = "2"  # type: ignore[misc]
+        signal.version = "2"
     assert signal.model_copy(update={"canary": True}).canary is True
     assert signal == Deployed(branch_id=B, version="1.2", created_at=5.0)
