@@ -34,12 +34,12 @@ def same_parameters(
     at once.
     """
     signature = inspect.signature(of)
-    arguments = _Arguments(signature, of.__qualname__)
+    bind = _Arguments(signature, of.__qualname__).bind
 
     def decorate(fn: Callable[[Any, dict[str, Any]], R]) -> Callable[Concatenate[Any, PS], R]:
         @functools.wraps(fn)
         def method(self: Any, /, *args: PS.args, **kwargs: PS.kwargs) -> R:
-            return fn(self, arguments(self, args, kwargs))
+            return fn(self, bind(self, *args, **kwargs))
 
         returns = inspect.signature(fn).return_annotation
         method.__signature__ = signature.replace(  # type: ignore[attr-defined]
@@ -93,61 +93,52 @@ _BINDABLE = (
 )
 
 
-def _names_by_kind(parameters: Sequence[inspect.Parameter], owner: str) -> dict[Any, list[str]]:
-    names: dict[Any, list[str]] = {kind: [] for kind in _BINDABLE}
-    for parameter in parameters:
-        assert parameter.kind in names, f"{owner}: {parameter.kind} parameters are not bindable"
-        names[parameter.kind].append(parameter.name)
-    return names
-
-
 class _Arguments:
     """What ``Signature.bind(...)`` then ``apply_defaults()`` gives, for the shapes these methods
-    have (``self``, positional-or-keyword, keyword-only, ``**options``), as a dict, with the same
-    ``TypeError`` for a call that does not fit. ``inspect`` costs tens of microseconds a call,
-    which a one-turn operation would pay on every call."""
+    have (``self``, positional-or-keyword, keyword-only, ``**options``), as a dict, refusing the
+    same calls with ``TypeError``.
 
-    __slots__ = ("_defaults", "_name", "_named", "_positional", "_required", "_var_keyword")
+    The binding is done by the interpreter itself: a function with the same parameters and
+    defaults whose body is ``return locals()``, compiled once from the parameter names. ``inspect``
+    costs tens of microseconds a call, and binding by hand in Python several; a one-turn
+    operation would pay either on every call.
+    """
+
+    __slots__ = ("bind",)
 
     def __init__(self, signature: inspect.Signature, name: str) -> None:
-        parameters = list(signature.parameters.values())[1:]
-        assert next(iter(signature.parameters), None) == "self", name
-        names = _names_by_kind(parameters, name)
-        positional, keyword_only, var_keyword = (names[kind] for kind in _BINDABLE)
-        self._name = name
-        self._positional = tuple(positional)
-        self._named = frozenset(("self", *positional, *keyword_only))
-        self._var_keyword = var_keyword[0] if var_keyword else None
-        self._defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
-        self._required = tuple(n for n in (*positional, *keyword_only) if n not in self._defaults)
+        parameters = list(signature.parameters.values())
+        assert parameters, name
+        assert parameters[0].name == "self", name
+        self.bind: Callable[..., dict[str, Any]] = _binder(parameters, name)
 
     def __call__(self, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        if len(args) > len(self._positional):
-            raise TypeError(f"{self._name}(): too many positional arguments")
-        bound: dict[str, Any] = {"self": owner, **self._defaults}
-        bound.update(zip(self._positional, args, strict=False))
-        extra = self._keywords(bound, kwargs, self._positional[: len(args)])
-        if self._var_keyword is not None:
-            bound[self._var_keyword] = extra
-        elif extra:
-            raise TypeError(
-                f"{self._name}(): got an unexpected keyword argument {next(iter(extra))!r}"
-            )
-        missing = [n for n in self._required if n not in bound]
-        if missing:
-            raise TypeError(f"{self._name}(): missing a required argument: {missing[0]!r}")
-        return bound
+        return self.bind(owner, *args, **kwargs)
 
-    def _keywords(
-        self, bound: dict[str, Any], kwargs: dict[str, Any], given: tuple[str, ...]
-    ) -> dict[str, Any]:
-        """Put the named keywords into ``bound``; return the others (for ``**options``)."""
-        extra: dict[str, Any] = {}
-        for key, value in kwargs.items():
-            if key not in self._named:
-                extra[key] = value
-            elif key == "self" or key in given:
-                raise TypeError(f"{self._name}(): multiple values for argument {key!r}")
-            else:
-                bound[key] = value
-        return extra
+
+def _binder(parameters: Sequence[inspect.Parameter], name: str) -> Callable[..., dict[str, Any]]:
+    """A function taking exactly ``parameters`` (with their defaults) that returns its
+    ``locals()``; its errors name ``name``."""
+    words: list[str] = []
+    for parameter in parameters:
+        kind = parameter.kind
+        assert kind in _BINDABLE, f"{name}: {kind} parameters are not bindable"
+        assert parameter.name.isidentifier(), name
+        if kind is inspect.Parameter.KEYWORD_ONLY and "*" not in words:
+            words.append("*")
+        words.append(("**" if kind is inspect.Parameter.VAR_KEYWORD else "") + parameter.name)
+    namespace: dict[str, Any] = {}
+    exec(f"def bind({', '.join(words)}):\n    return locals()\n", {}, namespace)
+    bind = namespace["bind"]
+    bind.__defaults__ = tuple(
+        p.default
+        for p in parameters
+        if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is not p.empty
+    )
+    bind.__kwdefaults__ = {
+        p.name: p.default
+        for p in parameters
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not p.empty
+    } or None
+    bind.__qualname__ = name
+    return cast(Callable[..., dict[str, Any]], bind)

@@ -376,14 +376,17 @@ def bind(cls: type[P], arguments: Mapping[str, Any], *, operation: str | None = 
     ``options`` raise :class:`UnknownParameterError`; bad values raise :class:`OperationError`.
     """
     name = operation or cls.operation
-    values = {k: v for k, v in arguments.items() if k != "self"}
-    options = _options(cls, name, values.pop("options", None))
-    given_as = _apply_aliases(cls, name, values)
+    values = dict(arguments)
+    values.pop("self", None)
+    given = values.pop("options", None)
+    options = _options(cls, name, given) if given else {}
+    given_as = _apply_aliases(cls, name, values) if cls.aliases else {}
     if cls.instruct_fields:
         _merge_instruct(cls, name, values)
     values["options"] = options
     try:
-        return cls.model_validate(values)
+        # the validator itself: model_validate() only adds a Python call around it
+        return cls.__pydantic_validator__.validate_python(values)  # type: ignore[no-any-return]
     except ValidationError as exc:
         raise _bad_value(cls, name, exc.errors(include_url=False)[0], given_as) from None
 

@@ -246,8 +246,12 @@ async def _check_wire(op: str, server: ScriptedServer, model: iModel) -> None:
 def test_a_variant_is_declared_with_its_operations_parameters(method: str, source: str) -> None:
     declared = inspect.signature(getattr(Branch, method))
     assert declared.parameters == inspect.signature(getattr(Branch, source)).parameters
-    with pytest.raises(TypeError, match="too many positional arguments"):
-        getattr(Branch(), method)("x", None, None, None)  # at the call, before any coroutine
+    # at the call, before any coroutine, in the words the interpreter uses for the source method
+    with pytest.raises(TypeError, match=r"positional arguments? but 5 were given") as caught:
+        getattr(Branch(), method)("x", None, None, None)
+    with pytest.raises(TypeError) as direct:
+        getattr(Branch(), source)("x", None, None, None)
+    assert str(caught.value) == str(direct.value)
 
 
 def test_every_model_option_is_a_documented_name() -> None:
@@ -261,3 +265,39 @@ def test_every_model_option_is_a_documented_name() -> None:
         "presence_penalty",
         "extra_body",
     } == MODEL_OPTION_NAMES
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"instruction": "caf\udce9"},
+        {"instruction": "ok", "guidance": "na\udcefve"},
+        {"instruction": "ok", "context": "\ud83d"},
+        {"instruction": "ok", "context": {"files": ["caf\udce9.txt"]}},
+    ],
+    ids=["instruction", "guidance", "context-text", "context-json"],
+)
+async def test_caller_text_with_a_lone_surrogate_is_refused_before_the_turn(
+    kwargs: dict[str, Any],
+) -> None:
+    model = TestModel(["x"])
+    branch, rec, _ = observed_branch(chat_model=model)
+    with pytest.raises(OperationError, match="lone surrogate") as caught:
+        await branch.chat_and_record(**kwargs)
+    name = list(kwargs)[-1]
+    assert str(caught.value).startswith(f"{name} holds a lone surrogate")
+    assert model.calls == []
+    assert rec.signals == []
+    assert len(branch.msgs) == 0
+
+
+async def test_caller_text_beyond_ascii_is_sent_unchanged() -> None:
+    model = TestModel(["x"])
+    branch = Branch(chat_model=model)
+    await branch.chat_and_record("héllo ✓", guidance="naïve", context={"ville": "Zürich"})
+    sent = branch.msgs[0]
+    assert (sent.instruction, sent.guidance, sent.context) == (
+        "héllo ✓",
+        "naïve",
+        {"ville": "Zürich"},
+    )
