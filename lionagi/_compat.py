@@ -22,7 +22,13 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from anyio import CancelScope, NoEventLoopError, get_cancelled_exc_class
+from anyio import (
+    CancelScope,
+    NoEventLoopError,
+    TaskInfo,
+    get_cancelled_exc_class,
+    get_running_tasks,
+)
 from anyio.lowlevel import EventLoopToken, current_token
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "new_cancel_scope",
     "spawn_detached",
     "spawn_threadsafe",
+    "task_info",
 ]
 
 logger = logging.getLogger("lionagi")
@@ -66,6 +73,22 @@ def current_task() -> object:
     import trio
 
     return trio.lowlevel.current_task()
+
+
+def task_info(task: object) -> TaskInfo:
+    """anyio's :class:`~anyio.TaskInfo` of a native task (what :func:`current_task` returned):
+    the one anyio itself gives while the task runs, else one with the task's id and name."""
+    try:
+        running = get_running_tasks()
+    except NoEventLoopError:
+        running = []
+    for info in running:
+        if info.id == id(task):
+            return info
+    native: Any = task
+    if hasattr(native, "get_name"):  # an asyncio task
+        return TaskInfo(id(native), None, native.get_name(), native.get_coro())
+    return TaskInfo(id(native), None, native.name, native.coro)
 
 
 def current_loop() -> object:

@@ -633,7 +633,7 @@ class _Turn:
             context = TurnExecutionContext(
                 turn_id=new_id(),
                 model=resolved,
-                owner_task=anyio.get_current_task(),
+                owner=current_task(),
                 operation=options.get("operation"),
                 logs=branch.logs,
             )
@@ -808,7 +808,9 @@ async def run_in_turn(
         return await _run_nested(branch, entry, nested, lambda: invoke(nested))
     turn = await _Turn.begin(branch, model, options)
     try:
-        outcome = await turn.step(lambda: invoke(turn.scope), first=True, ends_turn=True)
+        outcome = await turn.step(
+            lambda: invoke(turn.scope), first=True, ends_turn=True, task_id=id(turn.context.owner)
+        )
         await turn.finish(outcome)
     finally:
         turn.release()

@@ -21,6 +21,7 @@ from uuid import UUID
 import anyio
 from anyio import TaskInfo
 
+from lionagi._compat import task_info
 from lionagi.protocols.messages import Usage
 
 if TYPE_CHECKING:
@@ -153,6 +154,9 @@ class TaskHandle:
         return f"<TaskHandle {self.name!r} {self._task.status.name.lower()}>"
 
 
+_NO_USAGE = Usage()  # immutable: every turn starts from the same zero
+
+
 @dataclass(slots=True, eq=False)
 class TurnExecutionContext:
     """Mutable runtime state of one top-level turn (ADR-0018 D1).
@@ -165,14 +169,15 @@ class TurnExecutionContext:
 
     turn_id: UUID
     model: iModel | None
-    owner_task: TaskInfo
+    #: the native task that started the turn (see :attr:`owner_task`)
+    owner: object = field(repr=False)
     phase: TurnPhase = "active"
     provider_blocks: tuple[str, ...] = ()
     provider_report: ProviderReport | None = None
     control: LoopControl | None = None
     nested_tasks: set[NestedWork] = field(default_factory=set)
     #: usage reported by this turn's model calls, and how many calls there were
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = _NO_USAGE
     model_calls: int = 0
     #: requests those calls sent, retried attempts included
     model_attempts: int = 0
@@ -194,6 +199,12 @@ class TurnExecutionContext:
     logs: LogManager | None = field(default=None, repr=False)
     # what an installed tracer keeps for this turn (lionagi._instrument); None when untraced
     trace: Any = field(default=None, repr=False)
+
+    @property
+    def owner_task(self) -> TaskInfo:
+        """The anyio :class:`~anyio.TaskInfo` of the task that started the turn (built when
+        read: the turn itself only needs the task's identity)."""
+        return task_info(self.owner)
 
     def record_usage(self, usage: Usage | None, attempts: int = 1) -> None:
         """Add one model call's usage (and the requests it took) to the turn's totals."""

@@ -273,6 +273,33 @@ async def test_stream_holds_the_turn_across_yields() -> None:
     assert_one_terminal_per_start(rec)
 
 
+async def test_owner_task_is_the_task_info_of_the_task_that_started_the_turn() -> None:
+    branch = Branch(chat_model=echo_model())
+    contexts: list[Any] = []
+
+    async def body(scope: TurnScope) -> Any:
+        contexts.append(scope.context)
+        return scope.context.owner_task
+
+    async def start() -> Any:
+        return await run_in_turn(branch, model=None, invoke=body), anyio.get_current_task()
+
+    results: list[Any] = []
+
+    async def in_a_task() -> None:
+        results.append(await start())
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(in_a_task)
+    ((seen, task),) = results
+    # read while the task runs: anyio's own TaskInfo of it (same class, id, name, parent)
+    assert type(seen) is type(task)
+    assert (seen.id, seen.name, seen.parent_id) == (task.id, task.name, task.parent_id)
+    # read after the task ended: the same identity and name
+    late = contexts[0].owner_task
+    assert (late.id, late.name) == (task.id, task.name)
+
+
 # -- entry state machine ------------------------------------------------------------------------
 async def test_nested_entry_in_owner_task_shares_the_turn() -> None:
     branch, rec, _ = observed_branch()
