@@ -19,9 +19,9 @@ installs the OpenTelemetry tracer. Nothing here imports OpenTelemetry.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -164,31 +164,32 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
     retry), traced when a tracer is installed and logged when made in a turn.
 
     The untraced path is the cost of every model call: no closure, one ContextVar read, and
-    in a turn one entry appended to the Branch's logs.
+    in a turn one entry appended to the Branch's logs. Without a retry policy the attempt is
+    awaited from here, not through ``iModel._retried`` (which would only await it): the hook
+    adds no coroutine frame to the call.
     """
     binding = _turn_binding() if _turn_var is None else _turn_var.get()
-    logs = None if binding is None else binding.scope.context.logs
     active = tracer
-    if logs is None:
+    if binding is None or (context := binding.scope.context).logs is None:
         if active is None:
             return await model._retried(request, on_retry)
         return await active.model_call(model, request, lambda r: model._retried(r, on_retry))
-    started = time.perf_counter()
+    started = perf_counter()
     try:
-        if active is None:
-            response = await model._retried(request, on_retry)
-        else:
+        if active is not None:
             send = lambda r: model._retried(r, on_retry)  # noqa: E731
             response = await active.model_call(model, request, send)
+        elif model.retry is None:
+            response = await model._attempt(request)
+        else:
+            response = await model._retried(request, on_retry)
     except BaseException as exc:
-        turn_id = binding.scope.context.turn_id
-        logs.record_api_call(
-            model.provider_name, request, None, exc, binding.branch_id, turn_id, started
+        context.logs.record_api_call(
+            model.provider.name, request, None, exc, binding.branch_id, context.turn_id, started
         )
         raise
-    turn_id = binding.scope.context.turn_id
-    logs.record_api_call(
-        model.provider_name, request, response, None, binding.branch_id, turn_id, started
+    context.logs.record_api_call(
+        model.provider.name, request, response, None, binding.branch_id, context.turn_id, started
     )
     return response
 
@@ -217,12 +218,12 @@ class StreamLog:
         self.logs = logs
         self.branch_id = branch_id
         self.turn_id = turn_id
-        self.started = time.perf_counter()
+        self.started = perf_counter()
 
     def done(self, response: ModelResponse | None, error: BaseException | None) -> None:
         """The stream ended: with ``response`` (its final chunk's), or failed with ``error``."""
         self.logs.record_api_call(
-            self.model.provider_name,
+            self.model.provider.name,
             self.request,
             response,
             error,

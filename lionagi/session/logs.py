@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from time import perf_counter, time
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
@@ -40,7 +40,8 @@ _SECRET_NAME = re.compile(r"key|token|secret|passw|authori[sz]ation|cookie|crede
 _MASK = "**********"
 _UNREAD = "api_call"  # first slot of a model call's record not read yet (see LogManager)
 _REPLY_FIELDS = tuple(ModelResponse.model_fields)
-_NO_REPLY = (None,) * len(_REPLY_FIELDS)
+_FIELD_COUNT = len(_REPLY_FIELDS)
+_NO_REPLY = (None,) * _FIELD_COUNT
 _WIDTH = 16 + len(_REPLY_FIELDS)  # slots per record: marker, 15 of the call, the reply's fields
 _PADDING = (None,) * (_WIDTH - 1)
 
@@ -64,7 +65,7 @@ class Log:
         duration_ms: float,
     ) -> None:
         self.kind = kind
-        self.created_at = time.time()
+        self.created_at = time()
         self.branch_id = branch_id
         self.turn_id = turn_id
         self.duration_ms = duration_ms
@@ -240,13 +241,21 @@ class LogManager(Sequence[Log]):
         """
         messages = request.messages
         schema = request.response_format
+        reply: ModelResponse | bool | None
+        values: Iterable[Any]
+        if response is None:
+            reply, values = None, _NO_REPLY
+        elif len(values := response.__dict__.values()) == _FIELD_COUNT:
+            reply = True  # a ModelResponse: its values follow, not itself
+        else:  # a subclass with more fields: the reply itself
+            reply, values = response, _NO_REPLY
         slots = self._slots
         slots.extend(
             (
                 _UNREAD,
                 started,
-                time.perf_counter(),
-                time.time(),
+                perf_counter(),
+                time(),
                 branch_id,  # the Branch's own
                 None if turn_id is None else turn_id.int,  # not the UUID: one object less
                 provider,
@@ -258,19 +267,10 @@ class LogManager(Sequence[Log]):
                 request.options or None,  # the common empty mapping is not kept
                 request.session_id,
                 None if error is None else f"{type(error).__name__}: {error}",
+                reply,
             )
         )
-        if response is None:
-            slots.append(None)
-            slots.extend(_NO_REPLY)
-        else:
-            values = response.__dict__.values()
-            if len(values) == len(_REPLY_FIELDS):  # a ModelResponse: its values, not itself
-                slots.append(True)
-                slots.extend(values)
-            else:  # a subclass with more fields: the reply itself
-                slots.append(response)
-                slots.extend(_NO_REPLY)
+        slots.extend(values)
         if self.capacity is not None:
             self._bound()
 
