@@ -4,8 +4,8 @@ report what runs, to a Branch's logs and to an installed :class:`Tracer`.
 The hook points are
 
 - the turn driver: :func:`turn_step` / :func:`turn_step_done` around every step of a turn (a
-  coroutine turn has one, a stream turn one per item) and :func:`turn_closed` when the turn
-  releases its Branch;
+  coroutine turn has one, a stream turn one per item), and the ``close`` of what the tracer
+  kept on ``context.trace`` when the turn releases its Branch;
 - ``Session.flow`` / ``flow_stream`` through :func:`flow` around the whole run (its nodes' turns
   nest under it);
 - ``iModel.invoke`` through :func:`invoke`, ``iModel.stream`` through :func:`stream` (tracing)
@@ -46,7 +46,6 @@ __all__ = [
     "stream_log",
     "tool_call",
     "tracer",
-    "turn_closed",
     "turn_step",
     "turn_step_done",
 ]
@@ -130,12 +129,6 @@ def turn_step(branch: Branch, context: TurnExecutionContext) -> StepTrace:
 def turn_step_done(step: StepTrace, error: BaseException | None, final: bool) -> None:
     """End of a turn step that :func:`turn_step` saw."""
     step.done(error, final)
-
-
-def turn_closed(context: TurnExecutionContext) -> None:
-    """The turn released its Branch (a no-op unless a tracer saw the turn)."""
-    if context.trace is not None:
-        context.trace.close()
 
 
 # -- flows --------------------------------------------------------------------------------------

@@ -773,7 +773,8 @@ class _Turn:
         context.stream_body = None
         if branch._active_turn_context is context:
             branch._active_turn_context = None
-        _instrument.turn_closed(context)
+        if context.trace is not None:  # a tracer saw the turn
+            context.trace.close()
         self.lock.release()
 
 
