@@ -174,7 +174,7 @@ class LogManager(Sequence[Log]):
     ``async with Branch(...)`` dumps whatever is left.
     """
 
-    __slots__ = ("_slots", "capacity", "dump_on_exit", "persist_path")
+    __slots__ = ("_capacity", "_oldest", "_slots", "dump_on_exit", "persist_path")
 
     def __init__(
         self,
@@ -183,21 +183,31 @@ class LogManager(Sequence[Log]):
         persist_path: str | Path | None = None,
         dump_on_exit: bool = False,
     ) -> None:
-        if capacity is not None and (
-            not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1
-        ):
-            raise ConfigurationError(
-                f"log capacity must be a positive int or None, got {capacity!r}"
-            )
         if not isinstance(dump_on_exit, bool):
             raise ConfigurationError(f"dump_on_exit must be True or False, got {dump_on_exit!r}")
-        self.capacity = capacity
+        self._capacity = _checked_capacity(capacity)
         self.persist_path = None if persist_path is None else _resolve(persist_path, "logs")
         self.dump_on_exit = dump_on_exit
         # every record is _WIDTH consecutive slots of one flat list: its Log in the first slot
         # (the rest None), or -- a model call not read yet -- _UNREAD and the call's values.
         # Records then add no object per call for the garbage collector to walk.
         self._slots: list[Any] = []
+        # a full bounded log is a ring: its oldest record is the _oldest-th, the next record
+        # takes its place (0 while the log is unbounded or not yet full)
+        self._oldest = 0
+
+    @property
+    def capacity(self) -> int | None:
+        """How many records are kept (the newest); None: every record."""
+        return self._capacity
+
+    @capacity.setter
+    def capacity(self, capacity: int | None) -> None:
+        self._capacity = _checked_capacity(capacity)
+        kept = self._in_order()
+        if capacity is not None:
+            del kept[: max(0, len(kept) - capacity * _WIDTH)]
+        self._slots, self._oldest = kept, 0
 
     def __len__(self) -> int:
         return len(self._slots) // _WIDTH
@@ -208,7 +218,7 @@ class LogManager(Sequence[Log]):
         count = len(self)
         if not -count <= index < count:
             raise IndexError("log index out of range")
-        return self._log_at((index % count) * _WIDTH)
+        return self._log_at((self._oldest + index % count) % count * _WIDTH)
 
     def __iter__(self) -> Iterator[Log]:
         return iter(self._read())
@@ -216,7 +226,7 @@ class LogManager(Sequence[Log]):
     def append(self, log: Log) -> None:
         self._slots.append(log)
         self._slots.extend(_PADDING)
-        if self.capacity is not None:
+        if self._capacity is not None:
             self._bound()
 
     def record_api_call(
@@ -271,14 +281,24 @@ class LogManager(Sequence[Log]):
             )
         )
         slots.extend(values)
-        if self.capacity is not None:
+        if self._capacity is not None:
             self._bound()
 
     def _bound(self) -> None:
-        assert self.capacity is not None
-        excess = len(self._slots) - self.capacity * _WIDTH
-        if excess > 0:
-            del self._slots[:excess]
+        """A full bounded log's newest record (just appended, at the end) takes the oldest
+        one's place: O(1) per record."""
+        slots, capacity = self._slots, self._capacity
+        assert capacity is not None
+        if len(slots) > capacity * _WIDTH:
+            start = self._oldest * _WIDTH
+            slots[start : start + _WIDTH] = slots[-_WIDTH:]
+            del slots[-_WIDTH:]
+            self._oldest = (self._oldest + 1) % capacity
+
+    def _in_order(self) -> list[Any]:
+        """The slots, oldest record first."""
+        cut = self._oldest * _WIDTH
+        return self._slots[cut:] + self._slots[:cut]
 
     def _log_at(self, start: int) -> Log:
         head = self._slots[start]
@@ -289,6 +309,7 @@ class LogManager(Sequence[Log]):
 
     def clear(self) -> None:
         self._slots.clear()
+        self._oldest = 0
 
     def to_list(self) -> list[dict[str, Any]]:
         """Every record as JSON-safe data."""
@@ -296,7 +317,9 @@ class LogManager(Sequence[Log]):
 
     def _read(self) -> list[Log]:
         """Every record as a :class:`Log` (made once: later reads see the same record)."""
-        return [self._log_at(start) for start in range(0, len(self._slots), _WIDTH)]
+        cut = self._oldest * _WIDTH
+        starts = [*range(cut, len(self._slots), _WIDTH), *range(0, cut, _WIDTH)]
+        return [self._log_at(start) for start in starts]
 
     def dump(
         self,
@@ -342,9 +365,18 @@ class LogManager(Sequence[Log]):
         done = {id(log) for log in written}
         kept = [log for log in self._read() if id(log) not in done]
         self._slots = [slot for log in kept for slot in (log, *_PADDING)]
+        self._oldest = 0
 
     def __repr__(self) -> str:
         return f"LogManager(records={len(self)}, capacity={self.capacity})"
+
+
+def _checked_capacity(capacity: Any) -> int | None:
+    if capacity is not None and (
+        not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1
+    ):
+        raise ConfigurationError(f"log capacity must be a positive int or None, got {capacity!r}")
+    return capacity
 
 
 def _resolve(persist_path: str | Path | None, name: str) -> Path:

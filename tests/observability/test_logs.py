@@ -390,3 +390,41 @@ async def test_a_reply_of_a_model_response_subclass_is_recorded_whole() -> None:
     [log] = branch.logs
     assert log.to_dict()["response"]["text"] == "t"
     assert log.to_dict()["response"]["tag"] == "extra"
+
+
+def test_a_bounded_log_keeps_the_newest_records_in_order_as_capacity_changes() -> None:
+    import random
+    from collections import deque
+
+    from lionagi.service.types import ModelRequest
+    from lionagi.session.logs import Log
+
+    def key(log: Log) -> tuple[str, object]:
+        if log.kind == "tool_call":
+            return ("tool", log.duration_ms)
+        return ("model", log.to_dict()["provider"])
+
+    rng = random.Random(17)
+    request = ModelRequest(model="m", messages=())
+    logs = LogManager(capacity=3)
+    expected: deque[tuple[str, object]] = deque(maxlen=3)
+    for step in range(600):
+        roll = rng.random()
+        if roll < 0.45:
+            logs.append(Log("tool_call", (), branch_id=None, turn_id=None, duration_ms=step))
+            expected.append(("tool", step))
+        elif roll < 0.9:
+            logs.record_api_call(f"p{step}", request, None, None, None, None, 0.0)
+            expected.append(("model", f"p{step}"))
+        else:
+            capacity = rng.choice([None, 1, 2, 3, 5, 8])
+            logs.capacity = capacity
+            expected = deque(expected, maxlen=capacity)
+        assert logs.capacity == expected.maxlen
+        assert [key(log) for log in logs] == list(expected)
+        if expected:
+            index = rng.randrange(-len(expected), len(expected))
+            assert key(logs[index]) == expected[index]
+            assert [key(log) for log in logs[1:]] == list(expected)[1:]
+    with pytest.raises(ConfigurationError, match="capacity"):
+        logs.capacity = 0
