@@ -10,6 +10,7 @@ __all__ = [
     "ANTHROPIC_USAGE",
     "DONE",
     "TEXT_REPLY",
+    "TOOL_CALL_EVENTS",
     "TOOL_REPLY",
     "USAGE_EVENT",
     "anthropic_end",
@@ -99,21 +100,19 @@ def call_delta(index: int, **fields: Any) -> str:
     return chunk({"tool_calls": [entry]})
 
 
-TOOL_REPLY = Reply(
-    events=[
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"content": "Let me "}),
-        chunk({"content": "compute."}),
-        call_delta(0, id="call_a", name="multiply", arguments=""),
-        call_delta(0, arguments='{"a": 6,'),
-        call_delta(0, arguments=' "b": 7}'),
-        chunk({}, finish="tool_calls"),
-        USAGE_EVENT,
-        DONE,
-    ]
-)
-"""An OpenAI stream: a little text, then one call of ``multiply(a=6, b=7)`` whose arguments
-arrive in two deltas."""
+TOOL_CALL_EVENTS = [
+    chunk({"role": "assistant", "content": ""}),
+    chunk({"content": "Let me "}),
+    chunk({"content": "compute."}),
+    call_delta(0, id="call_a", name="multiply", arguments=""),
+    call_delta(0, arguments='{"a": 6,'),
+    call_delta(0, arguments=' "b": 7}'),
+]
+"""An OpenAI stream up to the end of its call's arguments: a little text, then one call of
+``multiply(a=6, b=7)`` whose arguments arrive in two deltas."""
+
+TOOL_REPLY = Reply(events=[*TOOL_CALL_EVENTS, chunk({}, finish="tool_calls"), USAGE_EVENT, DONE])
+""":data:`TOOL_CALL_EVENTS`, then the call's finish, usage and the end of the stream."""
 
 TEXT_REPLY = Reply(
     events=[

@@ -34,13 +34,12 @@ from lionagi.testing import FunctionModel
 from tests.helpers import assert_idle, assert_one_terminal_per_start, observed_branch
 from tests.payloads import (
     TEXT_REPLY,
+    TOOL_CALL_EVENTS,
     TOOL_REPLY,
     anthropic_end,
     anthropic_start,
     anthropic_text_block,
     anthropic_tool_block,
-    call_delta,
-    chunk,
 )
 from tests.processes import assert_reaped, fake_model
 from tests.service.http_server import AWAIT_CLOSE, Reply, ScriptedServer
@@ -111,17 +110,8 @@ async def test_openai_deltas_match_the_committed_messages(server: ScriptedServer
     assert_idle(branch)
 
 
-HANGING_REPLY = Reply(
-    events=[
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"content": "Let me "}),
-        chunk({"content": "compute."}),
-        call_delta(0, id="call_a", name="multiply", arguments=""),
-        call_delta(0, arguments='{"a": 6,'),
-        call_delta(0, arguments=' "b": 7}'),
-        AWAIT_CLOSE,
-    ]
-)
+# the tool reply cut after its call's arguments: the server then waits for the client to hang up
+HANGING_REPLY = Reply(events=[*TOOL_CALL_EVENTS, AWAIT_CLOSE])
 HANGING_EVENTS = 6  # 2 text deltas, call delta, Instruction, AssistantResponse, 1 more delta
 
 
