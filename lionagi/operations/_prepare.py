@@ -15,7 +15,7 @@ from pydantic import BaseModel, JsonValue
 from lionagi.errors import ConfigurationError, OperationError
 from lionagi.operations.fields import request_fields_model
 from lionagi.protocols.context_providers import ProviderReport
-from lionagi.protocols.messages import Instruction, Message, System
+from lionagi.protocols.messages import Instruction, Message
 from lionagi.service._text import check_text, clean_json
 from lionagi.service.imodel import iModel
 
@@ -183,15 +183,14 @@ async def apply_context_providers(
 
 def request_messages(
     branch: Conversation, scope: TurnScope, pending: Sequence[Message] = ()
-) -> list[Message]:
+) -> Sequence[Message]:
     """History plus ``pending`` (messages of this request that are not recorded), with the
-    turn's provider blocks rendered into a request-only copy of the system message."""
-    messages = branch.msgs.request_copy()
+    turn's provider blocks rendered into a request-only copy of the system message. The
+    history is not copied (see :meth:`MessageManager.request_copy`)."""
+    history = branch.msgs
+    first = None
     blocks = scope.context.provider_blocks
-    if blocks and messages and isinstance(messages[0], System):
-        system = messages[0]
+    if blocks and (system := history.system) is not None:
         extra = "\n\n".join(blocks)
-        messages[0] = system.model_copy(update={"content": f"{system.content}\n\n{extra}"})
-    if pending:
-        messages.extend(pending)
-    return messages
+        first = system.model_copy(update={"content": f"{system.content}\n\n{extra}"})
+    return history.request_copy(first, pending)

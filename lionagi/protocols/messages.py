@@ -22,6 +22,7 @@ import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, TypeAlias
 from uuid import UUID
 
@@ -429,11 +430,16 @@ class MessageManager(Sequence[Message]):
         """A copy of the history as it is now."""
         return list(self._messages)
 
-    def request_copy(self) -> RecordedCopy:
-        """A copy of the history for one model request (library use): a list that also says
-        which history it copies, so a renderer that caches the encoded form of a history's
-        beginning can trust that beginning without comparing it message by message."""
-        return RecordedCopy(self)
+    def request_copy(
+        self, first: Message | None = None, pending: Sequence[Message] = ()
+    ) -> RecordedCopy:
+        """The history as it is now, for one model request (library use), without copying it:
+        ``first`` replaces the first message in the request only (a system message with
+        request-only context), ``pending`` follows it (the request's messages that are not
+        recorded yet). It also says which history it shows, so a renderer that caches the
+        encoded form of a history's beginning can trust that beginning without comparing it
+        message by message."""
+        return RecordedCopy(self, first, pending)
 
     @property
     def progression(self) -> tuple[UUID, ...]:
@@ -510,20 +516,71 @@ def _duplicate(message: Message) -> HistoryError:
     )
 
 
-class RecordedCopy(list[Message]):
-    """A model request's copy of a :class:`MessageManager`'s history.
+class RecordedCopy(Sequence[Message]):
+    """A model request's messages: a :class:`MessageManager`'s history as it was when the
+    request was made, then the request's own messages that are not recorded.
 
-    ``source`` is the history; items ``1 .. recorded - 1`` are its own messages, in its order
-    (item 0 may be a request-only copy of the system message, and items from ``recorded`` on
-    are messages of the request that are not recorded). A history is append-only, so a prefix
-    of it that was checked once stays the same for every later copy: a renderer keeping an
-    encoded prefix keyed by ``source`` checks only the messages after it. Like every request's
-    messages it is read-only once built (providers must not change it).
+    It copies nothing: a history is append-only, so its first ``recorded`` messages stay what
+    they were, and a request made from a history of thousands of messages costs no list copy
+    (and no reference to each message). ``source`` is the history; items
+    ``1 .. recorded - 1`` are its own messages, in its order (item 0 may be a request-only copy
+    of the system message, and items from ``recorded`` on are the request's pending messages).
+    A prefix of the history checked once stays the same for every later request made from it:
+    a renderer keeping an encoded prefix keyed by ``source`` checks only the messages after
+    it. Read-only, as every request's messages are; it compares equal to a list or tuple of
+    the same messages, and a slice of it is a list.
     """
 
-    __slots__ = ("recorded", "source")
+    __slots__ = ("_first", "_history", "_pending", "recorded", "source")
 
-    def __init__(self, source: MessageManager) -> None:
-        super().__init__(source._messages)
+    def __init__(
+        self, source: MessageManager, first: Message | None = None, pending: Sequence[Message] = ()
+    ) -> None:
         self.source = source
-        self.recorded = len(self)
+        self._history = history = source._messages  # only appended to: items stay put
+        self.recorded = len(history)
+        self._first = first if history else None
+        self._pending = tuple(pending)
+
+    def __len__(self) -> int:
+        return self.recorded + len(self._pending)
+
+    def __getitem__(self, index: Any) -> Any:
+        recorded = self.recorded
+        if isinstance(index, slice):
+            start, stop, step = index.indices(recorded + len(self._pending))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            items = self._history[start : max(start, min(stop, recorded))]
+            if start == 0 and items and self._first is not None:
+                items[0] = self._first
+            if stop > recorded:
+                items.extend(self._pending[max(start - recorded, 0) : stop - recorded])
+            return items
+        if index < 0:
+            index += recorded + len(self._pending)
+        if 0 <= index < recorded:
+            if index == 0 and self._first is not None:
+                return self._first
+            return self._history[index]
+        if index < 0:
+            raise IndexError("request message index out of range")
+        return self._pending[index - recorded]
+
+    def __iter__(self) -> Iterator[Message]:
+        history, recorded, first = self._history, self.recorded, self._first
+        if first is None:
+            head: Iterator[Message] = islice(history, recorded)
+        else:
+            head = chain((first,), islice(history, 1, recorded))
+        return chain(head, self._pending) if self._pending else head
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RecordedCopy | list | tuple):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as a list is
+
+    def __repr__(self) -> str:
+        return f"RecordedCopy({list(self)!r})"

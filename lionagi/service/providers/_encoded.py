@@ -154,7 +154,8 @@ def _encoded_history(messages: Sequence[Message], fmt: WireFormat) -> tuple[Piec
     array, in pieces to join once), and the format's state after them."""
     if not messages:
         return [], fmt.initial_state
-    history = messages if isinstance(messages, list) else list(messages)
+    # a request made from a history is read in place (it is not a list copy of it)
+    history = messages if isinstance(messages, list | RecordedCopy) else list(messages)
     pieces: Pieces = []
     base = 0
     if len(history) > 1:
@@ -194,7 +195,7 @@ def _encoded_history(messages: Sequence[Message], fmt: WireFormat) -> tuple[Piec
     return _joined(pieces), state
 
 
-def _vouch(prefix: _Prefix, history: list[Message], base: int) -> None:
+def _vouch(prefix: _Prefix, history: Sequence[Message], base: int) -> None:
     """Record which history ``prefix`` is now known to begin, if ``history`` is a copy of one,
     and up to where."""
     if isinstance(history, RecordedCopy):
@@ -231,7 +232,7 @@ def _encoded_alone(message: Message, fmt: WireFormat) -> bytes:
     return encoded
 
 
-def _extends(history: list[Message], base: int, prefix: _Prefix) -> bool:
+def _extends(history: Sequence[Message], base: int, prefix: _Prefix) -> bool:
     """Whether ``history`` (from ``base`` on) begins with ``prefix`` and answers none of its
     unanswered calls. In a copy of the history the prefix was checked against, the messages
     of that history it covers need no compare: a history is append-only."""
