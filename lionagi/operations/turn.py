@@ -727,31 +727,31 @@ class _Turn:
         ended = outcome.ended_cleanly
         if not observer.wants(RunEnd if ended else RunFailed):
             return
-        duration_ms = (time.perf_counter() - self.started) * 1000.0
-        signal: RunEnd | RunFailed
+        # one terminal signal: its class and its own fields follow the outcome; the turn's
+        # fields and its duration are the same for both
+        kind: type[RunEnd | RunFailed]
+        fields: dict[str, Any]
         if ended:
             usage = context.usage
-            signal = _trusted[RunEnd](
-                branch_id=self.branch.id,
-                turn_id=context.turn_id,
-                operation=context.operation,
-                op_id=current_op_id.get(),
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                total_cost_usd=usage.cost_usd or 0.0,
-                num_turns=context.model_calls,
-                attempts=context.model_attempts,
-                duration_ms=duration_ms,
-            )
+            kind = RunEnd
+            fields = {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "total_cost_usd": usage.cost_usd or 0.0,
+                "num_turns": context.model_calls,
+                "attempts": context.model_attempts,
+            }
         else:
-            signal = _trusted[RunFailed](
-                branch_id=self.branch.id,
-                turn_id=context.turn_id,
-                operation=context.operation,
-                op_id=current_op_id.get(),
-                data=outcome.error,
-                duration_ms=duration_ms,
-            )
+            kind = RunFailed
+            fields = {"data": outcome.error}
+        signal: RunEnd | RunFailed = _trusted[kind](
+            branch_id=self.branch.id,
+            turn_id=context.turn_id,
+            operation=context.operation,
+            op_id=current_op_id.get(),
+            duration_ms=(time.perf_counter() - self.started) * 1000.0,
+            **fields,
+        )
         try:
             rest = observer.send(signal, shielded=True)
             if rest is not None:
