@@ -17,19 +17,19 @@ instances.
 
 from __future__ import annotations
 
-import copy
 import functools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, TypeAlias
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
-from pydantic.dataclasses import dataclass
+from pydantic.dataclasses import dataclass, rebuild_dataclass
 
 from lionagi._ids import new_id
+from lionagi._pydantic_methods import PydanticMethods
 from lionagi.errors import HistoryError
 
 if TYPE_CHECKING:
@@ -55,61 +55,23 @@ _set = object.__setattr__
 _new = object.__new__
 
 
-class _PydanticMethods:
-    """The ``BaseModel`` methods that code calls on messages and usages, for slotted pydantic
-    dataclasses: validation and serialization go through the class's own pydantic validator
-    and serializer, exactly as a model's would."""
+class _PydanticMethods(PydanticMethods):
+    """The ``BaseModel`` methods that code calls on messages and usages: validation and
+    serialization go through the pydantic dataclass's own validator and serializer, exactly as
+    a model's would."""
 
     __slots__ = ()
     __pydantic_validator__: ClassVar[SchemaValidator]
     __pydantic_serializer__: ClassVar[SchemaSerializer]
-    __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @classmethod
-    def model_validate(cls, obj: Any, *, strict: bool | None = None) -> Self:
-        """Validate ``obj`` (an instance, or a mapping of field values) into this class."""
-        value: Self = cls.__pydantic_validator__.validate_python(obj, strict=strict)
-        return value
+    def _pydantic_adapter(cls) -> TypeAdapter[Self]:
+        return TypeAdapter(cls)
 
     @classmethod
-    def model_validate_json(cls, data: str | bytes, *, strict: bool | None = None) -> Self:
-        """Validate a JSON document into this class."""
-        value: Self = cls.__pydantic_validator__.validate_json(data, strict=strict)
-        return value
-
-    @classmethod
-    def model_json_schema(cls) -> dict[str, Any]:
-        """The JSON schema of this class (validation mode)."""
-        return TypeAdapter(cls).json_schema()
-
-    def model_dump(self, *, mode: Literal["python", "json"] = "python", **options: Any) -> Any:
-        """The field values as a dict (``mode="json"``: JSON-compatible values). Options as
-        pydantic's ``model_dump`` (``include``, ``exclude``, ``exclude_none``, ...)."""
-        return self.__pydantic_serializer__.to_python(self, mode=mode, **options)
-
-    def model_dump_json(self, *, indent: int | None = None, **options: Any) -> str:
-        """The field values as a JSON document. Options as pydantic's ``model_dump_json``."""
-        return self.__pydantic_serializer__.to_json(self, indent=indent, **options).decode()
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy with ``update`` applied. As with pydantic's ``model_copy``, the update is
-        not validated; a name that is not a field is refused."""
-        names = self.__dataclass_fields__
-        values = {name: getattr(self, name) for name in names}
-        if deep:
-            values = copy.deepcopy(values)
-        if update:
-            unknown = [name for name in update if name not in names]
-            if unknown:
-                raise TypeError(
-                    f"{type(self).__name__}.model_copy() got unknown fields {unknown}; "
-                    f"fields are {', '.join(names)}"
-                )
-            values.update(update)
-        copied = _new(type(self))
-        for name, value in values.items():
-            _set(copied, name, value)
-        return copied
+    def _pydantic_parts(cls) -> tuple[SchemaValidator, SchemaSerializer]:
+        rebuild_dataclass(cls)  # type: ignore[arg-type] # a deferred class is built now
+        return cls.__pydantic_validator__, cls.__pydantic_serializer__
 
 
 _CONFIG = ConfigDict(extra="forbid")

@@ -22,16 +22,16 @@ importing the signals costs a few plain classes.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias, TypeVar
 from uuid import UUID
 
 from pydantic import ConfigDict, PlainSerializer, TypeAdapter
 
+from lionagi._pydantic_methods import PydanticMethods, unbuilt
 from lionagi.protocols.messages import Message, Usage, _refuse_assignment
 
 __all__ = [
@@ -81,7 +81,7 @@ _set = object.__setattr__
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
-class Signal:
+class Signal(PydanticMethods):
     """Base of every signal: the Branch it concerns and when it was raised.
 
     ``kind`` is the signal's class name. Built from keyword arguments, validated by pydantic.
@@ -98,10 +98,12 @@ class Signal:
     created_at: float = dataclasses.field(default_factory=time.time)
 
     def __init_subclass__(cls) -> None:
-        cls.kind = cls.__name__  # (no super(): a slotted dataclass's methods cannot use it)
+        # (no super(): a slotted dataclass's methods cannot use it)
+        cls.kind = cls.__name__
+        unbuilt(cls)
 
     def __init__(self, **data: Any) -> None:
-        validated = _adapter(type(self)).validate_python(data)
+        validated = self._validator.validate_python(data)
         for name in _field_names(type(self)):
             _set(self, name, getattr(validated, name))
 
@@ -126,50 +128,9 @@ class Signal:
     def __reduce__(self) -> tuple[Any, ...]:
         return _rebuild, (type(self), self._values())
 
-    # -- the BaseModel methods code calls on signals ---------------------------------------
     @classmethod
-    def model_validate(cls, obj: Any, *, strict: bool | None = None) -> Self:
-        """Validate ``obj`` (an instance, or a mapping of field values) into this class."""
-        value: Self = _adapter(cls).validate_python(obj, strict=strict)
-        return value
-
-    @classmethod
-    def model_validate_json(cls, data: str | bytes, *, strict: bool | None = None) -> Self:
-        """Validate a JSON document into this class."""
-        value: Self = _adapter(cls).validate_json(data, strict=strict)
-        return value
-
-    @classmethod
-    def model_json_schema(cls) -> dict[str, Any]:
-        """The JSON schema of this class (validation mode)."""
-        return _adapter(cls).json_schema()
-
-    def model_dump(self, *, mode: Literal["python", "json"] = "python", **options: Any) -> Any:
-        """The field values as a dict (``mode="json"``: JSON-compatible values). Options as
-        pydantic's ``model_dump`` (``include``, ``exclude``, ``exclude_none``, ...)."""
-        return _adapter(type(self)).dump_python(self, mode=mode, **options)
-
-    def model_dump_json(self, *, indent: int | None = None, **options: Any) -> str:
-        """The field values as a JSON document. Options as pydantic's ``model_dump_json``."""
-        return _adapter(type(self)).dump_json(self, indent=indent, **options).decode()
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy with ``update`` applied. As with pydantic's ``model_copy``, the update is
-        not validated; a name that is not a field is refused."""
-        names = _field_names(type(self))
-        values = dict(zip(names, self._values(), strict=True))
-        if deep:
-            values = copy.deepcopy(values)
-        if update:
-            unknown = [name for name in update if name not in values]
-            if unknown:
-                raise TypeError(
-                    f"{type(self).__name__}.model_copy() got unknown fields {unknown}; "
-                    f"fields are {', '.join(names)}"
-                )
-            values.update(update)
-        copied: Self = _trusted[type(self)](**values)
-        return copied
+    def _pydantic_adapter(cls) -> TypeAdapter[Self]:
+        return _adapter(cls)
 
 
 @dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False, match_args=False)
