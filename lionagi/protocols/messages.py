@@ -361,10 +361,13 @@ class MessageManager(Sequence[Message]):
 
     def __init__(self, messages: Sequence[Message] = ()) -> None:
         self._messages: list[Message] = []
-        self._by_id: dict[UUID, Message] | None = None  # made once the history is long
+        # ``id.int`` -> message, made once the history is long: an int hashes and compares in C,
+        # a UUID through Python-level ``__hash__`` / ``__eq__``
+        self._by_id: dict[int, Message] | None = None
         self._callbacks: tuple[OnAdded, ...] = ()
-        for message in messages:
-            self._store(message)
+        batch = list(messages)
+        self._check(batch)
+        self._record(batch)  # no callbacks yet: stored silently
 
     # -- reading -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -377,14 +380,17 @@ class MessageManager(Sequence[Message]):
         return iter(self._messages)
 
     def __contains__(self, item: object) -> bool:
-        return isinstance(item, Message) and self.get(item.id) is not None
+        return isinstance(item, Message) and self._find(item.id.int) is not None
 
     def get(self, message_id: UUID) -> Message | None:
+        return self._find(message_id.int) if isinstance(message_id, UUID) else None
+
+    def _find(self, key: int) -> Message | None:
         by_id = self._by_id
         if by_id is not None:
-            return by_id.get(message_id)
+            return by_id.get(key)
         for message in self._messages:
-            if message.id == message_id:
+            if message.id.int == key:
                 return message
         return None
 
@@ -428,48 +434,51 @@ class MessageManager(Sequence[Message]):
 
     def add(self, message: Message) -> Message:
         """Append ``message`` and run the callbacks. A message can be added only once."""
-        self._store(message)
-        errors: list[Exception] = []
-        for callback in self._callbacks:  # a tuple: a callback may (un)register others
-            try:
-                callback(message)
-            except Exception as exc:  # every callback runs; the first error is raised after
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        batch = (message,)
+        self._check(batch)
+        self._record(batch)
         return message
 
     def extend(self, messages: Sequence[Message]) -> None:
         """Append several messages: all of them, or (on a bad or duplicate one) none."""
         batch = list(messages)
-        seen: set[UUID] = set()
+        self._check(batch)
+        self._record(batch)
+
+    def _check(self, batch: Sequence[Message]) -> None:
+        """Refuse (:class:`HistoryError`) a batch with a non-message, a message recorded already
+        or one message twice; checks each message once."""
+        by_id = self._by_id
+        seen: set[int] = set()
         for message in batch:
             if not isinstance(message, Message):
                 raise HistoryError(f"expected a Message, got {type(message).__name__}")
-            if message.id in seen or self.get(message.id) is not None:
+            key = message.id.int
+            if key in seen or (key in by_id if by_id is not None else self._find(key) is not None):
                 raise _duplicate(message)
-            seen.add(message.id)
-        errors: list[Exception] = []
+            seen.add(key)
+
+    def _record(self, batch: Sequence[Message]) -> None:
+        """Store each checked message, then run the callbacks on it before storing the next;
+        every callback runs, and the first error is raised once all are stored."""
+        messages = self._messages
+        errors: list[Exception] | None = None
         for message in batch:
-            try:
-                self.add(message)
-            except Exception as exc:  # a callback failed; the message is stored, go on
-                errors.append(exc)
+            messages.append(message)
+            by_id = self._by_id
+            if by_id is not None:
+                by_id[message.id.int] = message
+            elif len(messages) >= _INDEX_FROM:
+                self._by_id = {m.id.int: m for m in messages}
+            for callback in self._callbacks:  # a tuple: a callback may (un)register others
+                try:
+                    callback(message)
+                except Exception as exc:  # a failed callback leaves the message stored
+                    if errors is None:
+                        errors = []
+                    errors.append(exc)
         if errors:
             raise errors[0]
-
-    def _store(self, message: Message) -> None:
-        if not isinstance(message, Message):
-            raise HistoryError(f"expected a Message, got {type(message).__name__}")
-        if self.get(message.id) is not None:
-            raise _duplicate(message)
-        messages = self._messages
-        messages.append(message)
-        by_id = self._by_id
-        if by_id is not None:
-            by_id[message.id] = message
-        elif len(messages) >= _INDEX_FROM:
-            self._by_id = {m.id: m for m in messages}
 
 
 def _duplicate(message: Message) -> HistoryError:

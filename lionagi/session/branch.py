@@ -87,9 +87,12 @@ class _SignalThrough(weakref.ref["Branch"]):
     __slots__ = ()
 
     def __call__(self, message: Message) -> None:  # type: ignore[override]
-        branch = super().__call__()
-        if branch is not None:
+        branch = _referent(self)
+        if branch is not None and branch._observer is not None:  # else nobody to tell
             schedule_message_signal(branch, message)
+
+
+_referent = weakref.ref.__call__
 
 
 class Branch:

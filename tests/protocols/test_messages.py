@@ -363,3 +363,21 @@ def test_extend_notifies_each_message() -> None:
     batch = every_kind()
     manager.extend(batch)
     assert seen == [m.id for m in batch]
+
+
+@pytest.mark.parametrize("length", [0, 20])
+def test_extend_stores_all_or_none_and_tells_each_message_once_stored(length: int) -> None:
+    # A batch with a message twice, or one already recorded, stores nothing and tells nobody;
+    # a good batch tells each message right after storing it, before the next is stored.
+    manager = MessageManager([Instruction(instruction=str(i)) for i in range(length)])
+    seen: list[tuple[UUID, int]] = []
+    manager.on_added(lambda m: seen.append((m.id, len(manager))))
+    a, b = Instruction(instruction="a"), Instruction(instruction="b")
+    with pytest.raises(HistoryError, match=str(a.id)):
+        manager.extend([a, b, a.model_copy(update={"instruction": "a again"})])
+    assert len(manager) == length
+    assert seen == []
+    manager.extend([a, b])
+    assert seen == [(a.id, length + 1), (b.id, length + 2)]
+    assert manager.get(b.id) is b
+    assert manager.get(str(b.id)) is None  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from lionagi.protocols.messages import (
 from lionagi.protocols.tools import Tool, ToolRegistry
 from lionagi.service.imodel import iModel
 from lionagi.session.branch import Branch
+from lionagi.session.session import Session
 from lionagi.testing import FunctionModel, TestModel
 
 SECRET = "sk-secret-123"
@@ -134,9 +135,15 @@ def test_added_messages_reach_the_signal_hook(monkeypatch: pytest.MonkeyPatch) -
         branch_module, "schedule_message_signal", lambda b, message: seen.append((b, message))
     )
     branch = Branch(system="s", messages=[Instruction()])
-    assert seen == []  # initial history is not "added"
+    branch.msgs.add(Instruction(instruction="unobserved"))
+    assert seen == []  # initial history is not "added"; outside a Session nobody is told
+    session = Session()
+    session.include_branches(branch)
     message = Instruction(instruction="new")
     branch.msgs.add(message)
+    assert seen == [(branch, message)]
+    session.remove_branch(branch)
+    branch.msgs.add(Instruction(instruction="removed"))
     assert seen == [(branch, message)]
 
 
