@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lionagi.operations._prepare import apply_context_providers, request_messages
 from lionagi.operations.turn import control_point
+from lionagi.session.control import check_control
 from lionagi.session.signal import ModelRetry
 
 if TYPE_CHECKING:
@@ -40,14 +41,17 @@ async def prepare_call(
     Raises what the turn's control says (BREAK, CANCEL) and
     :class:`~lionagi.errors.UsageLimitExceeded` when the call would break the Branch's limits.
     """
-    await control_point(scope)
+    context = scope.context
+    if context.signals_pending:
+        await control_point(scope)  # delivers them first, then applies the directive
+    elif context.control is not None:
+        check_control(scope)
     if messages is None:
         if ask is not None and branch.context_providers is not None:
             await apply_context_providers(branch, ask, scope)
         messages = request_messages(branch, scope, pending)
     limits = branch.usage_limits
     if limits is not None:
-        context = scope.context
         limits.check_before_request(context.usage, context.model_attempts)
     return messages, _retry_hook(branch, scope)
 

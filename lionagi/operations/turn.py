@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
 from uuid import UUID
 
@@ -644,7 +645,7 @@ class _Turn:
             raise
         return cls(branch, context, lock, options.get("nests", True))
 
-    async def step(
+    def step(
         self,
         body: Callable[[], Awaitable[T]],
         *,
@@ -652,16 +653,18 @@ class _Turn:
         ends_turn: bool,
         cancellable: bool = False,
         task_id: int | None = None,
-    ) -> StepOutcome[T]:
-        """Run one step of the turn (the first one emits ``RunStart`` before the body)."""
+    ) -> Awaitable[StepOutcome[T]]:
+        """Run one step of the turn (the first one emits ``RunStart`` before the body, when an
+        observer wants it). Returns the step's coroutine: awaiting it runs the step."""
         run = body
-        if first:
+        observer = self.branch.observer
+        if first and observer is not None and observer.wants(RunStart):
 
             async def run() -> T:
                 await self._emit_start()
                 return await body()
 
-        return await _in_step_group(
+        return _in_step_group(
             self.branch,
             self.scope,
             run,
@@ -681,6 +684,9 @@ class _Turn:
         signal, the report, phase "closed", the pointer and the lock."""
         context = self.context
         context.phase = "finalizing"
+        if close is None and not context.signals_pending and self.branch.observer is None:
+            self.release()  # nothing to run, deliver or tell
+            return
         # bound while finalizing, so a terminal handler's call on the Branch is recognised
         token = _active_turn_var.set(_ActiveTurnBinding(self.branch.id, self.scope))
         try:
@@ -810,7 +816,7 @@ async def run_in_turn(
     turn = await _Turn.begin(branch, model, options)
     try:
         outcome = await turn.step(
-            lambda: invoke(turn.scope), first=True, ends_turn=True, task_id=id(turn.context.owner)
+            partial(invoke, turn.scope), first=True, ends_turn=True, task_id=id(turn.context.owner)
         )
         await turn.finish(outcome)
     finally:
