@@ -36,6 +36,7 @@ SCENARIOS = {
 # run only when named: slow, and need a tool beside Python
 OPTIONAL_SCENARIOS = {
     "instructions": "instructions per turn of the turn variants under valgrind's callgrind",
+    "long_instructions": "instructions per turn early and late in a long conversation over HTTP",
 }
 
 MODULES = {"profile": "profiling"}  # a module named profile would shadow the standard one

@@ -166,8 +166,8 @@ def run(config: Config) -> dict[str, Any]:
                         ratio,
                         2.0,
                         note=(
-                            "The model does no O(history) work; what still grows is C-level "
-                            "copying of the history into each request."
+                            "The model does no O(history) work, and a request reads the "
+                            "history in place (no copy of it per turn)."
                         ),
                     )
                 )
@@ -184,11 +184,13 @@ def run(config: Config) -> dict[str, Any]:
                             "request that carries it; a request renders only the messages "
                             "after the conversation's encoded prefix and splices the body "
                             "together; a request made from the Branch's history trusts the "
-                            "prefix without comparing it (the history is append-only). What "
-                            "still grows with the history: the request's copy of the history "
-                            "(a C-level list copy), copying the encoded history into the body "
-                            "once, and sending and reading it over the socket (kernel time "
-                            "counts in the client's CPU time)."
+                            "prefix without comparing it (the history is append-only) and "
+                            "reads the history in place (no list copy). What still grows with "
+                            "the history: copying the encoded history into the body once (a "
+                            "C-level copy), and sending and reading it over the socket "
+                            "(kernel time counts in the client's CPU time). `python -m "
+                            "benchmarks long_instructions` counts the client's instructions "
+                            "early and late in the conversation."
                         ),
                     )
                 )
