@@ -15,9 +15,8 @@ elsewhere), as a binary semaphore may.
 from __future__ import annotations
 
 import anyio
-from anyio.lowlevel import checkpoint_if_cancelled
 
-from lionagi._compat import current_loop
+from lionagi._compat import checkpoint_if_cancelled, current_loop
 
 __all__ = ["LazyFifoLock"]
 
