@@ -130,6 +130,9 @@ class CancelHandle(Protocol):
 
     def cancel(self) -> None: ...
 
+    @property
+    def cancelled_caught(self) -> bool: ...
+
     def __enter__(self) -> Any: ...
 
     def __exit__(

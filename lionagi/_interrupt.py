@@ -15,12 +15,18 @@ tasks of a tool batch) are stopped with it, by the scope that holds them.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
+from lionagi._compat import new_cancel_scope
 
-__all__ = ["Interrupt"]
+if TYPE_CHECKING:
+    from lionagi.service.clock import Clock
+
+A = TypeVar("A")
+
+__all__ = ["GuardedClock", "Interrupt", "guard", "guarded_hook"]
 
 
 class _Interrupted(BaseException):
@@ -70,7 +76,7 @@ class _Guard:
 
     def __init__(self, interrupt: Interrupt) -> None:
         self.interrupt = interrupt
-        self.scope = anyio.CancelScope()
+        self.scope = new_cancel_scope()  # the backend's own: trio's costs less than anyio's
 
     def __enter__(self) -> None:
         self.scope.__enter__()
@@ -101,3 +107,41 @@ class _Unguarded:
 
 
 _UNGUARDED = _Unguarded()
+
+
+def guard(interrupt: Interrupt | None) -> _Guard | _Unguarded:
+    """:meth:`Interrupt.guard` for a wait that may run in a stream turn's step (``interrupt``
+    is its consumer's) or outside one (None: nothing to register)."""
+    return _UNGUARDED if interrupt is None else interrupt.guard()
+
+
+class GuardedClock:
+    """A clock whose every sleep is a guarded wait of ``interrupt`` (a retry's backoff, a rate
+    limiter's wait in a stream turn's step)."""
+
+    __slots__ = ("clock", "interrupt")
+
+    def __init__(self, clock: Clock, interrupt: Interrupt) -> None:
+        self.clock = clock
+        self.interrupt = interrupt
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    async def sleep(self, seconds: float) -> None:
+        with self.interrupt.guard():
+            await self.clock.sleep(seconds)
+
+
+def guarded_hook(
+    hook: Callable[[A], Awaitable[None] | None], interrupt: Interrupt
+) -> Callable[[A], Awaitable[None]]:
+    """``hook`` (a retry hook: an observer's handlers may wait) run as a guarded wait."""
+
+    async def guarded(value: A) -> None:
+        with interrupt.guard():
+            result = hook(value)
+            if result is not None:
+                await result
+
+    return guarded

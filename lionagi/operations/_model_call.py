@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lionagi.operations._prepare import apply_context_providers, request_messages
-from lionagi.operations.turn import control_point
+from lionagi.operations.turn import control_point, guard_wait
 from lionagi.session.control import check_control
 from lionagi.session.signal import ModelRetry
 
@@ -48,7 +48,8 @@ async def prepare_call(
         check_control(scope)
     if messages is None:
         if ask is not None and branch.context_providers is not None:
-            await apply_context_providers(branch, ask, scope)
+            with guard_wait(scope):  # the providers' waits (a guarded stream body's step)
+                await apply_context_providers(branch, ask, scope)
         messages = request_messages(branch, scope, pending)
     limits = branch.usage_limits
     if limits is not None:

@@ -213,18 +213,19 @@ class _RunTurn:
                 yield item
 
     async def open_call(self, model: iModel) -> AsyncIterator[StreamChunk]:
-        """Stream the model once, resuming the Branch's last CLI session with its provider."""
+        """Stream the model once, resuming the Branch's last CLI session with its provider.
+        Its waits (the context providers, the opening, each chunk) are guarded where they are
+        (see :func:`~lionagi.operations.turn.stream_in_turn`)."""
         provider = model.provider_name
-        with guard_wait(self.scope):
-            return await self.scope.stream_model(
-                self.branch,
-                model,
-                ask=self.instruction,
-                pending=self.uncommitted,
-                tools=self.tools,
-                session_id=self.params.session_id or self.branch.resume_ids.get(provider),
-                options=self.params.request_options,
-            )
+        return await self.scope.stream_model(
+            self.branch,
+            model,
+            ask=self.instruction,
+            pending=self.uncommitted,
+            tools=self.tools,
+            session_id=self.params.session_id or self.branch.resume_ids.get(provider),
+            options=self.params.request_options,
+        )
 
     def commit(self, message: Message) -> Iterator[_Item]:
         """Record ``message`` (after the instruction, for the first reply) and hand it out."""

@@ -433,9 +433,9 @@ async def _deliver_queued(context: TurnExecutionContext) -> None:
 
 def guard_wait(scope: TurnScope) -> AbstractContextManager[None]:
     """Around one wait of a stream body that passes ``guarded=True`` to :func:`stream_in_turn`
-    (a tool batch, the opening of a model call): while an item's step runs without a cancel
-    scope, the wait gets one that ``aclose()`` from another task cancels; it then raises out of
-    the ``with`` block, and the turn ends. A no-op elsewhere."""
+    (a tool batch, a model call's context providers): while an item's step runs without a
+    cancel scope, the wait gets one that ``aclose()`` from another task cancels; it then raises
+    out of the ``with`` block, and the turn ends. A no-op elsewhere."""
     consumer = scope.context.consumer
     interrupt = None if consumer is None else consumer.interrupt
     return _NO_GUARD if interrupt is None else interrupt.guard()
@@ -881,13 +881,15 @@ class _StreamDriver(Generic[T]):
         state = self.state
         step = self._step
         if state is _BETWEEN_STEPS and step is not None:
-            # A step of an ungrouped turn, after the first: the step record and binding are
-            # reused, and a body that guards its waits opens no cancel scope (its waits
-            # register theirs with the consumer's interrupt, which aclose() cancels).
+            # A step of an ungrouped turn (the first one once the turn has begun): one step
+            # record and binding serve them all, and a body that guards its waits opens no
+            # cancel scope (its waits register theirs with the consumer's interrupt, which
+            # aclose() cancels).
             turn = self._turn
             items = self._items
             assert turn is not None
-            assert items is not None
+            # the first item's step: RunStart, then the body's first item (_first_item)
+            pull = self._first_item if items is None else items.__anext__
             context = turn.context
             if context.nested_tasks or _instrument.tracer is not None:
                 return await self._full_step(state)
@@ -909,13 +911,13 @@ class _StreamDriver(Generic[T]):
                     cancel_scope = step.cancel_scope = new_cancel_scope()
                     with cancel_scope:
                         try:
-                            value = await items.__anext__()
+                            value = await pull()
                         except BaseException as exc:
                             error = exc
                 else:
                     interrupt.armed = True
                     try:
-                        value = await items.__anext__()
+                        value = await pull()
                     except BaseException as exc:
                         error = exc
                     interrupt.armed = False
@@ -936,6 +938,19 @@ class _StreamDriver(Generic[T]):
             finally:
                 error = None  # this frame is in the error's traceback: no cycle through it
         return await self._full_step(state)
+
+    async def _first_item(self) -> T:
+        """The body of an ungrouped turn's first step: ``RunStart``, then the body's first item.
+        A guarded body's step has no cancel scope: a ``RunStart`` handler's wait is guarded."""
+        turn = self._turn
+        assert turn is not None
+        observer = self.branch.observer
+        if observer is not None and observer.wants(RunStart):
+            interrupt = self.consumer.interrupt
+            with _NO_GUARD if interrupt is None else interrupt.guard():
+                await turn._emit_start()
+        self._items = turn.context.stream_body = items = aiter(self.invoke(turn.scope))
+        return await anext(items)
 
     async def _failed_step(self, error: BaseException | None) -> T:
         """End the turn after a quick step that failed or was closed from another task."""
@@ -970,6 +985,10 @@ class _StreamDriver(Generic[T]):
                 self.state = DriverState.CLOSED
                 self.consumer.closed = True
                 raise
+            if self._step is not None and _instrument.tracer is None:
+                # an ungrouped turn's first step is a quick one too (see next)
+                self.state = _BETWEEN_STEPS
+                return await self.next()
         turn = self._turn
         if turn is None:  # a stream nested in another turn
             assert self._scope is not None
@@ -1184,9 +1203,10 @@ def stream_in_turn(
     from another task cancels.
 
     ``guarded=True`` (with ``nests=False``) declares that every wait of the body outside a
-    shielded scope is guarded: the model streams it opens through ``scope.stream_model`` (their
-    opening and each chunk's wait) and the waits it puts in :func:`guard_wait`. The steps after
-    the first then open no cancel scope of their own: ``aclose()`` from another task cancels the
+    shielded scope is guarded: the model streams it opens through ``scope.stream_model`` (the
+    context providers, the opening and each chunk's wait) and the waits it puts in
+    :func:`guard_wait`. Its steps then open no cancel scope of their own, the first one included
+    (its ``RunStart`` handlers' waits are guarded): ``aclose()`` from another task cancels the
     guarded wait in progress, or the next one refuses to start (:mod:`lionagi._interrupt`).
     """
     if not _TURN_OPTIONS.issuperset(options):

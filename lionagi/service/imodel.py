@@ -18,7 +18,7 @@ from pydantic import BaseModel, SecretStr
 
 from lionagi import _instrument
 from lionagi._declared import declared_as
-from lionagi._interrupt import Interrupt, _Interrupted
+from lionagi._interrupt import GuardedClock, Interrupt, _Interrupted, guard, guarded_hook
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
@@ -361,14 +361,11 @@ class iModel:
         interrupt: Interrupt | None,
     ) -> AsyncGenerator[StreamChunk, None]:
         """:meth:`stream`; ``interrupt`` (a stream turn's) gets the scope of each wait: the
-        opening of the call and each chunk's (see :mod:`lionagi._interrupt`)."""
+        rate limit, the concurrency slot, the retries' backoff and hook, and each chunk's (see
+        :mod:`lionagi._interrupt`)."""
         request = self.request(messages, **asked)
         limiter = None if self._limiter is None else self._limiter.get()
-        if interrupt is None:
-            opened, attempts = await self._open_retried(request, limiter, on_retry, None)
-        else:
-            with interrupt.guard():
-                opened, attempts = await self._open_retried(request, limiter, on_retry, interrupt)
+        opened, attempts = await self._open_retried(request, limiter, on_retry, interrupt)
         chunks, chunk, borrower, grant, log = opened
         response: ModelResponse | None = None
         error: BaseException | None = None
@@ -404,14 +401,21 @@ class iModel:
         on_retry: RetryHook | None,
         interrupt: Interrupt | None,
     ) -> tuple[_Opened, int]:
-        """:meth:`_open_stream` under the retry policy, and the attempts it took."""
+        """:meth:`_open_stream` under the retry policy, and the attempts it took. With an
+        ``interrupt`` the backoff waits and the retry hook are guarded waits, as are the waits
+        of each attempt (:meth:`_open_stream`)."""
         if self.retry is None:
             return await self._open_stream(request, limiter, interrupt), 1
+        clock = self.clock
+        if interrupt is not None:
+            clock = GuardedClock(clock, interrupt)
+            if on_retry is not None:
+                on_retry = guarded_hook(on_retry, interrupt)
         return await call_with_retry(
             self.retry,
             lambda: self._open_stream(request, limiter, interrupt),
             idempotent=self.provider.idempotent,
-            clock=self.clock,
+            clock=clock,
             on_retry=on_retry,
             provider=self.provider_name,
             model=self.model,
@@ -432,10 +436,12 @@ class iModel:
         grant = None
         if self._rate is not None:
             tokens = estimate_tokens(request) if self.limit_tokens else 0
-            grant = await self._rate.get().acquire(tokens)
+            with guard(interrupt):
+                grant = await self._rate.get().acquire(tokens)
         borrower = object()
         if limiter is not None:
-            await limiter.acquire_on_behalf_of(borrower)
+            with guard(interrupt):
+                await limiter.acquire_on_behalf_of(borrower)
         log = _instrument.stream_log(self, request)
         chunks = _instrument.stream(self, request, self.provider.stream(request))
         try:

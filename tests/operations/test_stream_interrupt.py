@@ -1,10 +1,11 @@
 """aclose() from another task stops a stream turn's consumer wherever it waits inside an item.
 
-After the first item, the steps of ``Branch.stream`` / ``Branch.run`` open no cancel scope of
-their own: each wait of the body registers the scope it waits in with the turn's interrupt
-(the model's per-chunk timeout scope, or one opened for the opening of a model call or a tool
-batch). These tests park the consumer at each kind of wait, in a later item's step, and close
-the stream from another task.
+The steps of ``Branch.stream`` / ``Branch.run``, the first one included, open no cancel scope
+of their own: each wait of the body registers the scope it waits in with the turn's interrupt
+(the model's per-chunk timeout scope, or one opened for the opening of a model call, a tool
+batch, the context providers or a ``RunStart`` handler). These tests park the consumer at each
+kind of wait, in a later item's step and in the first item's, and close the stream from
+another task.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import pytest
 
 from lionagi import Branch, TextDeltaEvent
 from lionagi.operations.turn import TurnStream
-from lionagi.protocols.messages import ActionResponse, Message, ToolCall
+from lionagi.protocols.messages import ActionResponse, Instruction, Message, ToolCall
 from lionagi.service.errors import ServerError
 from lionagi.service.imodel import iModel
 from lionagi.service.retry import RetryPolicy
-from lionagi.session.signal import RunEnd
+from lionagi.session.signal import ModelRetry, RunEnd, RunStart, Signal
 from lionagi.testing import FunctionModel, Recorder
 from tests.helpers import assert_idle, observed_branch
 
@@ -152,3 +153,72 @@ async def test_aclose_from_another_task_stops_the_consumer_at_each_wait(wait: st
     if wait.startswith("next chunk"):
         assert [type(e) for e in got] == [TextDeltaEvent, TextDeltaEvent]
         assert len(branch.msgs) == 0  # no half reply, and no instruction without one
+
+
+FIRST_ITEM_WAITS = [
+    "RunStart handler",
+    "context provider",
+    "first chunk",
+    "retry backoff",
+    "retry handler",
+]
+
+
+def _first_item_branch(wait: str, park: _Park) -> tuple[Branch, Recorder]:
+    """A Branch whose stream turn parks at ``wait`` before its first item."""
+
+    async def pieces(messages: Any, **options: Any) -> AsyncIterator[str]:
+        if wait == "first chunk":
+            await park.wait_here(wait)
+        yield "answer"
+
+    chat_model: iModel = FunctionModel(lambda m, **o: "", stream=pieces)
+    if wait.startswith("retry"):
+
+        async def failing(messages: Sequence[Message], **options: Any) -> Any:
+            raise ServerError("try again", provider="function", model="function")
+
+        provider = FunctionModel(failing).provider
+        clock = _ParkingClock(park, wait)
+        chat_model = iModel(provider, retry=RetryPolicy(attempts=3), clock=clock)
+    branch, recorder, session = observed_branch(system="be brief", chat_model=chat_model)
+    if wait in ("RunStart handler", "retry handler"):
+
+        async def handler(signal: Signal, session: Any) -> None:
+            await park.wait_here(wait)
+
+        session.observe(RunStart if wait == "RunStart handler" else ModelRetry, handler)
+    elif wait == "context provider":
+
+        async def provider_block(branch: Any, instruction: Instruction) -> str:
+            await park.wait_here(wait)
+            return "never"  # pragma: no cover
+
+        branch.providers.register(provider_block)
+    return branch, recorder
+
+
+@pytest.mark.parametrize("wait", FIRST_ITEM_WAITS)
+async def test_aclose_from_another_task_stops_the_consumer_waiting_for_its_first_item(
+    wait: str,
+) -> None:
+    park = _Park()
+    branch, recorder = _first_item_branch(wait, park)
+    stream: TurnStream[Any] = branch.stream("go")
+    got: list[Any] = []
+    with anyio.move_on_after(10) as deadline:  # a guard against hanging only, as above
+        async with anyio.create_task_group() as group:
+
+            async def consume() -> None:
+                got.extend([event async for event in stream])
+
+            group.start_soon(consume)
+            await park.reached.wait()
+            await stream.aclose()
+    assert not deadline.cancel_called  # the close stopped the consumer, not the deadline
+    assert got == []
+    assert park.left == [wait]  # the wait itself was cancelled
+    assert_idle(branch)
+    [terminal] = recorder.terminals()
+    assert isinstance(terminal, RunEnd)  # a close, not a failure
+    assert len(branch.msgs) == 1  # the system message: no instruction without its reply

@@ -10,8 +10,10 @@ import anyio
 import pytest
 from anyio.lowlevel import checkpoint
 
+from lionagi import _interrupt as interrupt_module
 from lionagi.errors import ConfigurationError
 from lionagi.operations import turn as turn_module
+from lionagi.operations.events import TextDeltaEvent
 from lionagi.operations.turn import (
     TurnFinalizingError,
     _active_turn_var,
@@ -1032,7 +1034,7 @@ async def test_nested_work_in_a_turn_without_a_task_group_is_refused_clearly() -
 # -- stream steps: the scopes each item opens ------------------------------------------------
 class _OpenedScopes:
     """Counts the cancel scopes and task groups the turn driver opens (through ``anyio``, or a
-    native scope through ``lionagi._compat``)."""
+    native scope through ``lionagi._compat``, the interrupt's guards included)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.scopes = 0
@@ -1049,6 +1051,7 @@ class _OpenedScopes:
             return real_native()
 
         monkeypatch.setattr(turn_module, "new_cancel_scope", native)
+        monkeypatch.setattr(interrupt_module, "new_cancel_scope", native)
 
         def group() -> anyio.abc.TaskGroup:
             self.groups += 1
@@ -1088,6 +1091,26 @@ async def test_an_item_of_a_library_stream_opens_no_cancel_scope_and_no_task_gro
     extra_items = items_b - items_a
     assert extra_items == 8
     assert (scopes_b - scopes_a, groups_b - groups_a) == (0, 0)
+
+
+@pytest.mark.parametrize("setup", ["plain", "observer"])
+async def test_the_first_item_of_a_library_stream_opens_no_cancel_scope_of_its_own(
+    setup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first live event's step (the turn's start, RunStart, opening the model call) opens
+    no cancel scope either: its waits are guarded where they are (the first chunk's timeout
+    scope here; a context provider, a RunStart handler, a retry, a rate or concurrency limit
+    each guard their own wait: tests/operations/test_stream_interrupt.py)."""
+    branch = Session().new_branch() if setup == "observer" else Branch()
+    branch.chat_model = _pieces_model(4)
+    opened = _OpenedScopes(monkeypatch)
+    async with branch.stream("go") as events:
+        first = await anext(events)
+        at_first = (opened.scopes, opened.groups)
+    monkeypatch.undo()
+    assert isinstance(first, TextDeltaEvent)
+    assert at_first == (0, 0)
+    assert_idle(branch)
 
 
 async def _opened_by_six_more_items(
