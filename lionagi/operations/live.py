@@ -67,7 +67,7 @@ from lionagi.operations.react import (
     next_round,
 )
 from lionagi.operations.results import build_result, reply_model
-from lionagi.operations.turn import TurnStream, control_point, stream_in_turn
+from lionagi.operations.turn import TurnStream, control_point, guard_wait, stream_in_turn
 from lionagi.protocols.messages import ActionRequest, ActionResponse, Instruction, Usage
 from lionagi.service.errors import ProtocolError
 from lionagi.service.types import (
@@ -243,7 +243,12 @@ def operate_stream(branch: Branch, params: OperateParams) -> TurnStream[StreamEv
         return _operate_events(turn, scope)
 
     return stream_in_turn(
-        branch, model=params.chat_model, invoke=invoke, operation="operate_stream", nests=False
+        branch,
+        model=params.chat_model,
+        invoke=invoke,
+        operation="operate_stream",
+        nests=False,
+        guarded=True,
     )
 
 
@@ -325,7 +330,8 @@ class _LiveOperate:
                 yield event
         self.reply = _Reply(reply_class, replies[0].text, _tool_requests(branch, replies[0]))
         self.invoked = bool(self.reply.requests) and params.invoke_actions
-        self.parsed = await turn.read(self.scope, self.reply, self.invoked)
+        with guard_wait(self.scope):  # a reformatting call of the parse model
+            self.parsed = await turn.read(self.scope, self.reply, self.invoked)
         if isinstance(self.parsed, _Settled):
             self.finish(self.parsed.value)
 
@@ -344,7 +350,8 @@ class _LiveOperate:
         for request in reply.requests:
             yield ToolStarted(request)
         since = len(branch.msgs)
-        self.responses = await self.turn.run_tools(reply.requests)
+        with guard_wait(self.scope):
+            self.responses = await self.turn.run_tools(reply.requests)
         for event in _committed(branch, since):
             yield event
 
@@ -363,7 +370,9 @@ class _LiveOperate:
                     yield event
             reply.text = replies[-1].text
             if reply.reply_class is not None:
-                parsed = turn.settle(await turn.parse(self.scope, reply.text, reply.reply_class))
+                with guard_wait(self.scope):
+                    parsed = await turn.parse(self.scope, reply.text, reply.reply_class)
+                parsed = turn.settle(parsed)
                 if isinstance(parsed, _Settled):
                     self.finish(parsed.value)
                     return
@@ -392,7 +401,12 @@ def react_events(branch: Branch, params: ReActParams) -> TurnStream[StreamEvent]
         return _react_rounds(branch, scope, params)
 
     return stream_in_turn(
-        branch, model=params.chat_model, invoke=invoke, operation="ReActStream", nests=False
+        branch,
+        model=params.chat_model,
+        invoke=invoke,
+        operation="ReActStream",
+        nests=False,
+        guarded=True,
     )
 
 
@@ -508,7 +522,12 @@ def communicate_stream(branch: Branch, params: CommunicateParams) -> TurnStream[
         )
 
     return stream_in_turn(
-        branch, model=params.chat_model, invoke=invoke, operation="communicate_stream", nests=False
+        branch,
+        model=params.chat_model,
+        invoke=invoke,
+        operation="communicate_stream",
+        nests=False,
+        guarded=True,
     )
 
 
@@ -537,13 +556,14 @@ async def _communicate_events(
     if fmt is None:
         yield ResultEvent(text)
         return
-    parsed = await parse_in_scope(
-        branch,
-        scope,
-        text,
-        fmt,
-        max_retries=max_retries,
-        handle_validation=handle_validation,
-        parse_model=parse_model,
-    )
+    with guard_wait(scope):
+        parsed = await parse_in_scope(
+            branch,
+            scope,
+            text,
+            fmt,
+            max_retries=max_retries,
+            handle_validation=handle_validation,
+            parse_model=parse_model,
+        )
     yield ResultEvent(parsed.model_dump() if as_dict and isinstance(parsed, BaseModel) else parsed)

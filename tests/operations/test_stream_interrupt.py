@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from lionagi import Branch, TextDeltaEvent
 from lionagi.operations.turn import TurnStream
@@ -222,3 +223,87 @@ async def test_aclose_from_another_task_stops_the_consumer_waiting_for_its_first
     [terminal] = recorder.terminals()
     assert isinstance(terminal, RunEnd)  # a close, not a failure
     assert len(branch.msgs) == 1  # the system message: no instruction without its reply
+
+
+class _Answer(BaseModel):
+    answer: str
+
+
+LIVE_WAITS = [
+    ("operate_stream", "next chunk"),
+    ("operate_stream", "tool"),
+    ("operate_stream", "parse model"),
+    ("communicate_stream", "next chunk"),
+    ("communicate_stream", "parse model"),
+    ("ReActEvents", "next chunk"),
+    ("ReActEvents", "tool"),
+]
+
+
+def _live_branch(wait: str, park: _Park) -> tuple[Branch, Recorder]:
+    """A Branch whose live operation's turn, after its first item, parks at ``wait``."""
+
+    async def slow() -> str:
+        """A tool."""
+        await park.wait_here(wait)
+        return "done"  # pragma: no cover
+
+    async def reformat(messages: Sequence[Message], **options: Any) -> str:
+        await park.wait_here(wait)
+        return '{"answer": "never"}'  # pragma: no cover
+
+    async def pieces(messages: Any, **options: Any) -> AsyncIterator[str]:
+        yield '{"answer": '
+        yield '"x'
+        await park.wait_here(wait)
+        yield '"}'  # pragma: no cover
+
+    async def never(messages: Sequence[Message]) -> str:
+        return '{"answer": "never"}'  # pragma: no cover
+
+    chat_model: iModel
+    if wait == "next chunk":
+        chat_model = FunctionModel(lambda m, **o: "", stream=pieces, timeout=300.0)
+    elif wait == "tool":
+        chat_model = _tool_model(never)
+    else:
+        chat_model = FunctionModel(lambda m, **o: "no JSON here")
+    branch, recorder, _ = observed_branch(
+        chat_model=chat_model, parse_model=FunctionModel(reformat), tools=[slow]
+    )
+    return branch, recorder
+
+
+def _open_live(branch: Branch, operation: str) -> TurnStream[Any]:
+    if operation == "operate_stream":
+        return branch.operate_stream(instruction="go", response_format=_Answer, actions=True)
+    if operation == "communicate_stream":
+        return branch.communicate_stream("go", response_format=_Answer)
+    return branch.ReActEvents("go")
+
+
+@pytest.mark.parametrize(("operation", "wait"), LIVE_WAITS)
+async def test_aclose_from_another_task_stops_a_live_operation_at_each_wait(
+    operation: str, wait: str
+) -> None:
+    """operate_stream, communicate_stream and ReActEvents guard their waits as Branch.stream
+    does: their steps open no cancel scope, and a close from another task still stops them."""
+    park = _Park()
+    branch, recorder = _live_branch(wait, park)
+    stream = _open_live(branch, operation)
+    got: list[Any] = []
+    with anyio.move_on_after(10) as deadline:  # a guard against hanging only, as above
+        async with anyio.create_task_group() as group:
+
+            async def consume() -> None:
+                got.extend([event async for event in stream])
+
+            group.start_soon(consume)
+            await park.reached.wait()
+            await stream.aclose()
+    assert not deadline.cancel_called  # the close stopped the consumer, not the deadline
+    assert got  # the consumer was past its first item
+    assert park.left == [wait]  # the wait itself was cancelled
+    assert_idle(branch)
+    [terminal] = recorder.terminals()
+    assert isinstance(terminal, RunEnd)  # a close, not a failure

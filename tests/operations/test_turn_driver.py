@@ -16,6 +16,7 @@ from lionagi.operations import turn as turn_module
 from lionagi.operations.events import TextDeltaEvent
 from lionagi.operations.turn import (
     TurnFinalizingError,
+    TurnStream,
     _active_turn_var,
     control_point,
     current_scope,
@@ -1065,25 +1066,38 @@ def _pieces_model(count: int) -> FunctionModel:
     return FunctionModel(lambda messages, **options: "", stream=lambda m, **o: ["x"] * count)
 
 
-async def _stream_deltas(branch: Branch) -> int:
-    async with branch.stream("go") as events:
+LIVE_OPERATIONS = ["stream", "operate_stream", "communicate_stream"]
+
+
+def _live(branch: Branch, operation: str) -> TurnStream[Any]:
+    if operation == "operate_stream":
+        return branch.operate_stream(instruction="go")
+    if operation == "communicate_stream":
+        return branch.communicate_stream("go")
+    return branch.stream("go")
+
+
+async def _stream_deltas(branch: Branch, operation: str = "stream") -> int:
+    async with _live(branch, operation) as events:
         return sum([1 async for _ in events])
 
 
+@pytest.mark.parametrize("operation", LIVE_OPERATIONS)
 @pytest.mark.parametrize("setup", ["plain", "observer"])
 async def test_an_item_of_a_library_stream_opens_no_cancel_scope_and_no_task_group(
-    setup: str, monkeypatch: pytest.MonkeyPatch
+    setup: str, operation: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A live event is one step of the stream turn. After the first, a step of Branch.stream
-    opens neither a task group nor a cancel scope, observed or not: the body's waits register
-    the scopes they have (the model's per-chunk timeout scope) with the turn's interrupt, which
-    aclose() from another task cancels (tests/operations/test_stream_interrupt.py)."""
+    (and of the live operate and communicate) opens neither a task group nor a cancel scope,
+    observed or not: the body's waits register the scopes they have (the model's per-chunk
+    timeout scope) with the turn's interrupt, which aclose() from another task cancels
+    (tests/operations/test_stream_interrupt.py)."""
     counts: dict[int, tuple[int, int, int]] = {}
     for chunks in (4, 12):
         branch = Session().new_branch() if setup == "observer" else Branch()
         branch.chat_model = _pieces_model(chunks)
         opened = _OpenedScopes(monkeypatch)
-        items = await _stream_deltas(branch)
+        items = await _stream_deltas(branch, operation)
         counts[chunks] = (items, opened.scopes, opened.groups)
         monkeypatch.undo()
         assert_idle(branch)
@@ -1093,9 +1107,10 @@ async def test_an_item_of_a_library_stream_opens_no_cancel_scope_and_no_task_gro
     assert (scopes_b - scopes_a, groups_b - groups_a) == (0, 0)
 
 
+@pytest.mark.parametrize("operation", LIVE_OPERATIONS)
 @pytest.mark.parametrize("setup", ["plain", "observer"])
 async def test_the_first_item_of_a_library_stream_opens_no_cancel_scope_of_its_own(
-    setup: str, monkeypatch: pytest.MonkeyPatch
+    setup: str, operation: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first live event's step (the turn's start, RunStart, opening the model call) opens
     no cancel scope either: its waits are guarded where they are (the first chunk's timeout
@@ -1104,7 +1119,7 @@ async def test_the_first_item_of_a_library_stream_opens_no_cancel_scope_of_its_o
     branch = Session().new_branch() if setup == "observer" else Branch()
     branch.chat_model = _pieces_model(4)
     opened = _OpenedScopes(monkeypatch)
-    async with branch.stream("go") as events:
+    async with _live(branch, operation) as events:
         first = await anext(events)
         at_first = (opened.scopes, opened.groups)
     monkeypatch.undo()
