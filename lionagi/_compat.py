@@ -34,7 +34,7 @@ from anyio import (
 )
 from anyio._core._eventloop import get_async_backend  # anyio's backend registry
 from anyio.abc import AsyncBackend
-from anyio.lowlevel import EventLoopToken, current_token
+from anyio.lowlevel import current_token
 
 __all__ = [
     "CancelHandle",
@@ -171,15 +171,16 @@ def spawn_detached(fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
     return True
 
 
-def spawn_threadsafe(token: EventLoopToken, fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
-    """Schedule ``fn(*args)`` as a best-effort background task of the loop behind ``token``.
+def spawn_threadsafe(loop: object, fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
+    """Schedule ``fn(*args)`` as a best-effort background task of ``loop`` (what
+    :func:`current_loop` returned).
 
     Safe from any thread and from a finalizer (``__del__``): it only queues a callback with the
     loop's own thread-safe scheduling. Returns False when that loop has already ended.
     """
     import asyncio
 
-    native: Any = token.native_token
+    native: Any = loop
     try:
         if isinstance(native, asyncio.AbstractEventLoop):
             if native.is_closed():

@@ -42,9 +42,7 @@ def test_spawn_detached_without_an_event_loop_does_nothing() -> None:
 
 
 async def test_spawn_threadsafe_runs_the_function_from_another_thread() -> None:
-    from anyio.lowlevel import current_token
-
-    from lionagi._compat import spawn_threadsafe
+    from lionagi._compat import current_loop, spawn_threadsafe
 
     done = anyio.Event()
     got: list[str] = []
@@ -53,27 +51,25 @@ async def test_spawn_threadsafe_runs_the_function_from_another_thread() -> None:
         got.append(value)
         done.set()
 
-    token = current_token()
-    assert await anyio.to_thread.run_sync(lambda: spawn_threadsafe(token, work, "x")) is True
+    loop = current_loop()
+    assert await anyio.to_thread.run_sync(lambda: spawn_threadsafe(loop, work, "x")) is True
     await done.wait()
     assert got == ["x"]
 
 
 def test_spawn_threadsafe_after_the_loop_ended_reports_false() -> None:
-    from anyio.lowlevel import EventLoopToken, current_token
-
-    from lionagi._compat import spawn_threadsafe
+    from lionagi._compat import current_loop, spawn_threadsafe
 
     async def never() -> None:  # pragma: no cover
         raise AssertionError
 
     for backend in ("asyncio", "trio"):
 
-        async def grab() -> EventLoopToken:
-            return current_token()
+        async def grab() -> object:
+            return current_loop()
 
-        token = anyio.run(grab, backend=backend)
-        assert spawn_threadsafe(token, never) is False
+        loop = anyio.run(grab, backend=backend)
+        assert spawn_threadsafe(loop, never) is False
 
 
 async def test_current_task_is_the_running_task_by_anyio_id() -> None:

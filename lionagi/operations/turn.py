@@ -43,11 +43,12 @@ from uuid import UUID
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import EventLoopToken, cancel_shielded_checkpoint, current_token
+from anyio.lowlevel import cancel_shielded_checkpoint
 
 from lionagi import _instrument
 from lionagi._compat import (
     CancelHandle,
+    current_loop,
     current_task,
     new_cancel_scope,
     spawn_detached,
@@ -121,10 +122,13 @@ class DriverState(enum.Enum):
     CLOSED = "closed"
 
 
-# the states a stream's quick step reads and sets: an enum member looked up on its class costs
-# as much as the rest of the step's bookkeeping
+# the states the stream driver reads and sets: an enum member looked up on its class costs as
+# much as the rest of a quick step's bookkeeping
+_NOT_STARTED = DriverState.NOT_STARTED
 _IN_STEP = DriverState.IN_STEP
 _BETWEEN_STEPS = DriverState.BETWEEN_STEPS
+_FINALIZING = DriverState.FINALIZING
+_CLOSED = DriverState.CLOSED
 
 
 @dataclass(frozen=True, slots=True)
@@ -861,13 +865,13 @@ class _StreamDriver(Generic[T]):
         self.model = model
         self.invoke = invoke
         self.options = options
-        self.state = DriverState.NOT_STARTED
+        self.state = _NOT_STARTED
         self.consumer = StreamConsumer()
         self._turn: _Turn | None = None
         self._scope: TurnScope | None = None  # the nested scope, for a stream inside a turn
         self._entry = _Entry.TOP_LEVEL
         self._items: AsyncIterator[T] | None = None
-        self._loop: EventLoopToken | None = None
+        self._loop: object = None  # the native event loop (lionagi._compat.current_loop)
         self._close_requested = False
         self._closed: anyio.Event | None = None
         # the one step record and binding of every step after the first of an ungrouped turn
@@ -879,6 +883,10 @@ class _StreamDriver(Generic[T]):
     # -- iteration ------------------------------------------------------------------------
     async def next(self) -> T:
         state = self.state
+        if state is _NOT_STARTED:
+            if not await self._begin():
+                return await self._full_step(state)
+            state = _BETWEEN_STEPS
         step = self._step
         if state is _BETWEEN_STEPS and step is not None:
             # A step of an ungrouped turn (the first one once the turn has begun): one step
@@ -939,6 +947,32 @@ class _StreamDriver(Generic[T]):
                 error = None  # this frame is in the error's traceback: no cycle through it
         return await self._full_step(state)
 
+    async def _begin(self) -> bool:
+        """Start the turn, or find the live turn this stream nests in. True when the steps are
+        quick ones (an ungrouped top-level turn, no tracer): the first is then run by
+        :meth:`next` itself, and the state is BETWEEN_STEPS."""
+        try:
+            entry, nested = _classify(self.branch)
+            if nested is not None:
+                self._entry, self._scope = entry, nested
+                return False
+            self._loop = current_loop()
+            self._turn = begun = await _Turn.begin(self.branch, self.model, self.options)
+            begun.context.consumer = self.consumer
+            if self.options.get("nests", True):
+                return False
+            # the task id is set by each step (the consumer's task may change)
+            self._step = StepGroup(None, 0, self.consumer.interrupt)
+            self._binding = _ActiveTurnBinding(self.branch.id, begun.scope, self._step)
+        except BaseException:  # cancelled while waiting, or no model: nothing started
+            self.state = _CLOSED
+            self.consumer.closed = True
+            raise
+        if _instrument.tracer is not None:
+            return False
+        self.state = _BETWEEN_STEPS
+        return True
+
     async def _first_item(self) -> T:
         """The body of an ungrouped turn's first step: ``RunStart``, then the body's first item.
         A guarded body's step has no cancel scope: a ``RunStart`` handler's wait is guarded."""
@@ -964,41 +998,21 @@ class _StreamDriver(Generic[T]):
         return await self._ended(outcome)
 
     async def _full_step(self, state: DriverState) -> T:
-        if state is DriverState.IN_STEP:
+        if state is _IN_STEP:
             raise RuntimeError("this stream is already being iterated by another task")
-        if state in (DriverState.FINALIZING, DriverState.CLOSED):
+        if state in (_FINALIZING, _CLOSED):
             raise StopAsyncIteration
         task_id = self.consumer.bind()
-        if state is DriverState.NOT_STARTED:
-            try:
-                entry, nested = _classify(self.branch)
-                if nested is not None:
-                    self._entry, self._scope = entry, nested
-                else:
-                    self._loop = current_token()
-                    self._turn = begun = await _Turn.begin(self.branch, self.model, self.options)
-                    begun.context.consumer = self.consumer
-                    if not self.options.get("nests", True):
-                        self._step = StepGroup(None, task_id, self.consumer.interrupt)
-                        self._binding = _ActiveTurnBinding(self.branch.id, begun.scope, self._step)
-            except BaseException:  # cancelled while waiting, or no model: nothing started
-                self.state = DriverState.CLOSED
-                self.consumer.closed = True
-                raise
-            if self._step is not None and _instrument.tracer is None:
-                # an ungrouped turn's first step is a quick one too (see next)
-                self.state = _BETWEEN_STEPS
-                return await self.next()
         turn = self._turn
         if turn is None:  # a stream nested in another turn
             assert self._scope is not None
             return await self._next_nested(self._entry, self._scope)
-        self.state = DriverState.IN_STEP
+        self.state = _IN_STEP
         self.consumer.joinable = False
         try:
             outcome = await turn.step(
                 self._advance,
-                first=state is DriverState.NOT_STARTED,
+                first=state is _NOT_STARTED,
                 ends_turn=False,
                 cancellable=True,
                 task_id=task_id,
@@ -1011,7 +1025,7 @@ class _StreamDriver(Generic[T]):
             raise StopAsyncIteration
         if outcome.error is not None:
             return await self._ended(outcome)
-        self.state = DriverState.BETWEEN_STEPS
+        self.state = _BETWEEN_STEPS
         self.consumer.joinable = True
         return outcome.value  # type: ignore[return-value]  # set whenever error is None
 
@@ -1038,38 +1052,38 @@ class _StreamDriver(Generic[T]):
         self._scope = scope
         if self._items is None:
             self._items = aiter(self.invoke(scope))
-        self.state = DriverState.IN_STEP
+        self.state = _IN_STEP
         items = self._items
         try:
             value = await _run_nested(self.branch, entry, scope, lambda: anext(items))
         except BaseException:
-            self.state = DriverState.CLOSED
+            self.state = _CLOSED
             await _close_items(items)
             raise
-        self.state = DriverState.BETWEEN_STEPS
+        self.state = _BETWEEN_STEPS
         return value
 
     # -- closing ----------------------------------------------------------------------------
     async def aclose(self) -> None:
         state = self.state
-        if state is DriverState.CLOSED:
+        if state is _CLOSED:
             return
-        if state is DriverState.NOT_STARTED:
-            self.state = DriverState.CLOSED
+        if state is _NOT_STARTED:
+            self.state = _CLOSED
             self.consumer.closed = True
             return
         if self._turn is None:  # nested in another turn: only the body is ours to close
-            self.state = DriverState.CLOSED
+            self.state = _CLOSED
             with anyio.CancelScope(shield=True):
                 await _close_items(self._items)
             return
-        if state is DriverState.BETWEEN_STEPS:
+        if state is _BETWEEN_STEPS:
             await self._finish(StepOutcome())
             return
         # IN_STEP in another task, or FINALIZING: stop the step, wait for the turn to end
         if self._closed is None:
             self._closed = anyio.Event()
-        if state is DriverState.IN_STEP:
+        if state is _IN_STEP:
             self._close_requested = True
             step = self._turn.context.step_group
             if step is not None and step.cancel_scope is not None:
@@ -1083,13 +1097,13 @@ class _StreamDriver(Generic[T]):
     async def _finish(self, outcome: StepOutcome[Any]) -> None:
         turn = self._turn
         assert turn is not None
-        self.state = DriverState.FINALIZING
+        self.state = _FINALIZING
         self.consumer.joinable = False
         self.consumer.closed = True
         try:
             await turn.finish(outcome, None if self._items is None else self._close_items)
         finally:
-            self.state = DriverState.CLOSED
+            self.state = _CLOSED
             self._items = None
             if self._closed is not None:
                 self._closed.set()
@@ -1103,16 +1117,16 @@ class _StreamDriver(Generic[T]):
         Called from ``__del__``, so it only schedules; if that loop has ended, the turn is
         released at once (nothing can be awaited any more, so no terminal signal is sent).
         """
-        if self.state is not DriverState.BETWEEN_STEPS or self._turn is None:
-            if self.state is DriverState.NOT_STARTED:
-                self.state = DriverState.CLOSED
+        if self.state is not _BETWEEN_STEPS or self._turn is None:
+            if self.state is _NOT_STARTED:
+                self.state = _CLOSED
             self.consumer.closed = True
             return
         self.consumer.joinable = False
         self.consumer.closed = True
         assert self._loop is not None
         if not spawn_threadsafe(self._loop, self.aclose):
-            self.state = DriverState.CLOSED
+            self.state = _CLOSED
             self._turn.release()
 
 
