@@ -3,9 +3,10 @@ iterating the model's stream directly.
 
 The direct path iterates ``model.stream(history)`` (the same iModel, so the same per-chunk
 timeout scope and offline provider). ``Branch.stream`` hands out each text delta as a live event
-from inside the turn (driver, one turn step per event: after the first, no cancel scope and no
-task group; the run body, the event object);
-``Branch.run`` hands out whole messages. Both record the reply. Runs alternate; ratios and
+from inside the turn (driver, one turn step per event: no cancel scope and no task group; the
+run body, the event object); ``Branch.run`` hands out whole messages; ``operate_stream`` and
+``communicate_stream`` are the live operations' turns (per text delta). All record the reply.
+Runs alternate; ratios and
 differences are taken pair by pair, all paths measured side by side in one process run.
 
 Time to first delta: from creating the stream to holding its first text delta. For the Branch
@@ -75,6 +76,23 @@ async def _stream(branch: Branch) -> int:
     return elapsed // count
 
 
+async def _live(branch: Branch, operation: str) -> int:
+    """Per text delta of a live operation: ``operate_stream`` or ``communicate_stream``."""
+    events = (
+        branch.operate_stream(instruction=PROMPT)
+        if operation == "operate_stream"
+        else branch.communicate_stream(PROMPT)
+    )
+    start = now()
+    count = 0
+    async with events:
+        async for event in events:
+            count += isinstance(event, TextDeltaEvent)
+    elapsed = now() - start
+    assert count > 1
+    return elapsed // count
+
+
 async def _run(branch: Branch, chunks: int) -> int:
     start = now()
     async with branch.run(PROMPT) as messages:
@@ -114,6 +132,8 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
         "Branch.stream": [],
         "Branch.stream + observer": [],
         "Branch.run": [],
+        "Branch.operate_stream": [],
+        "Branch.communicate_stream": [],
         "first delta, direct": [],
         "first delta, Branch.stream": [],
         "first delta warm, direct": [],
@@ -126,6 +146,14 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
             ("Branch.stream", lambda: _stream(Branch(system=SYSTEM, chat_model=model))),
             ("Branch.stream + observer", lambda: _stream(observed_branch(model, counts))),
             ("Branch.run", lambda: _run(Branch(system=SYSTEM, chat_model=model), chunks)),
+            (
+                "Branch.operate_stream",
+                lambda: _live(Branch(system=SYSTEM, chat_model=model), "operate_stream"),
+            ),
+            (
+                "Branch.communicate_stream",
+                lambda: _live(Branch(system=SYSTEM, chat_model=model), "communicate_stream"),
+            ),
             ("first delta, direct", lambda: _direct_first(short)),
             ("first delta, Branch.stream", lambda: _stream_first(Branch(chat_model=short))),
         ]
@@ -165,13 +193,15 @@ PER_DELTA_NOTE = (
     "the driver's frame and bookkeeping (the consumer's task, the turn binding), the run body's "
     "generator (a text delta that ends no message passes the segmenter's dispatch by) and the "
     "event object. Both paths pay the model's per-chunk timeout scope and checkpoint; the "
-    "request log writes its record once, when the model stream ends."
+    "request log writes its record once, when the model stream ends. The live operate_stream "
+    "and communicate_stream steps open no cancel scope either (their rows: per text delta)."
 )
 FIRST_NOTE = (
     "The first event of a stream turn pays the turn's start: validating the call's parameters "
-    "and building the instruction, the FIFO lock (made on a new Branch's first turn), the turn "
-    "context, the first step's cancel scope, the request history, the request log's record and "
-    "the segmenter; the direct path pays only the model stream's own start. Cold: every "
+    "and building the instruction, the FIFO lock, the turn context, the request history, the "
+    "request log's record and the segmenter. Like the later ones, its step opens no cancel "
+    "scope of its own (RunStart handlers, context providers, limits and retries guard their own "
+    "waits); the direct path pays only the model stream's own start. Cold: every "
     "sample starts after a full garbage collection (as an idle server's first request), which "
     "empties CPython's free lists and the CPU caches, so each distinct piece of code the turn's "
     "start runs costs several times its warm price."
