@@ -11,6 +11,7 @@ keeps the Branch's turn fields).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from lionagi.protocols.messages import Instruction, Message, MessageManager, System
     from lionagi.protocols.tools import ToolRegistry
     from lionagi.service.imodel import iModel
+    from lionagi.service.retry import RetryHook
     from lionagi.service.types import ModelResponse, StreamChunk
     from lionagi.service.usage_limits import UsageLimits
     from lionagi.session.control import LoopControl
@@ -269,9 +271,7 @@ class TurnScope:
         as :class:`~lionagi.session.signal.ModelRetry` to observers that want them.
         Checkpoints; cancelled, nothing of the call is recorded or counted.
         """
-        from lionagi.operations._model_call import prepare_call
-
-        request, on_retry = await prepare_call(self, branch, ask, pending, messages)
+        request, on_retry = await _prepare_call()(self, branch, ask, pending, messages)
         response = await model.invoke(
             request,
             tools=tools,
@@ -297,9 +297,7 @@ class TurnScope:
         """:meth:`call_model` for a streamed conversation request: the model's chunk stream,
         opened after the control point and the usage check. The caller counts its usage with
         ``scope.context.record_usage`` once the stream is over, and closes it. Checkpoints."""
-        from lionagi.operations._model_call import prepare_call
-
-        request, on_retry = await prepare_call(self, branch, ask, pending, None)
+        request, on_retry = await _prepare_call()(self, branch, ask, pending, None)
         asked = {"tools": tools, "response_format": response_format, "session_id": session_id}
         if options:
             asked.update(options)
@@ -309,3 +307,13 @@ class TurnScope:
         return model._chunks(
             request, on_retry, asked, None if consumer is None else consumer.interrupt
         )
+
+
+@functools.cache
+def _prepare_call() -> Callable[..., Awaitable[tuple[Sequence[Message], RetryHook | None]]]:
+    """:func:`lionagi.operations._model_call.prepare_call`, imported on first use (its module
+    imports this one). An import statement in the call would cost every model call about as
+    much as building its request."""
+    from lionagi.operations._model_call import prepare_call
+
+    return prepare_call
