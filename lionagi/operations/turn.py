@@ -894,10 +894,8 @@ class _StreamDriver(Generic[T]):
             # cancel scope (its waits register theirs with the consumer's interrupt, which
             # aclose() cancels).
             turn = self._turn
-            items = self._items
+            items = self._items  # None at the first item: _first_item starts the body
             assert turn is not None
-            # the first item's step: RunStart, then the body's first item (_first_item)
-            pull = self._first_item if items is None else items.__anext__
             context = turn.context
             if context.nested_tasks or _instrument.tracer is not None:
                 return await self._full_step(state)
@@ -919,13 +917,15 @@ class _StreamDriver(Generic[T]):
                     cancel_scope = step.cancel_scope = new_cancel_scope()
                     with cancel_scope:
                         try:
-                            value = await pull()
+                            value = await (
+                                self._first_item() if items is None else items.__anext__()
+                            )
                         except BaseException as exc:
                             error = exc
                 else:
                     interrupt.armed = True
                     try:
-                        value = await pull()
+                        value = await (self._first_item() if items is None else items.__anext__())
                     except BaseException as exc:
                         error = exc
                     interrupt.armed = False
