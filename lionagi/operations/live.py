@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -220,6 +220,20 @@ async def _ask(
     response.append(final)
 
 
+def _live_turn(
+    branch: Branch,
+    model: iModel | None,
+    operation: str,
+    invoke: Callable[[TurnScope], AsyncIterator[StreamEvent]],
+) -> TurnStream[StreamEvent]:
+    """A live operation's stream turn: its body starts no nested work and guards every wait
+    (the model streams guard theirs; the tool batch and the parse model's calls are in
+    ``guard_wait``), so its steps open no cancel scope."""
+    return stream_in_turn(
+        branch, model=model, invoke=invoke, operation=operation, nests=False, guarded=True
+    )
+
+
 # -- operate ----------------------------------------------------------------------------------
 def operate_stream(branch: Branch, params: OperateParams) -> TurnStream[StreamEvent]:
     """:func:`~lionagi.operations.operate.operate` as live events, one stream turn.
@@ -242,14 +256,7 @@ def operate_stream(branch: Branch, params: OperateParams) -> TurnStream[StreamEv
     def invoke(scope: TurnScope) -> AsyncIterator[StreamEvent]:
         return _operate_events(turn, scope)
 
-    return stream_in_turn(
-        branch,
-        model=params.chat_model,
-        invoke=invoke,
-        operation="operate_stream",
-        nests=False,
-        guarded=True,
-    )
+    return _live_turn(branch, params.chat_model, "operate_stream", invoke)
 
 
 async def _operate_events(
@@ -400,14 +407,7 @@ def react_events(branch: Branch, params: ReActParams) -> TurnStream[StreamEvent]
     def invoke(scope: TurnScope) -> AsyncIterator[StreamEvent]:
         return _react_rounds(branch, scope, params)
 
-    return stream_in_turn(
-        branch,
-        model=params.chat_model,
-        invoke=invoke,
-        operation="ReActStream",
-        nests=False,
-        guarded=True,
-    )
+    return _live_turn(branch, params.chat_model, "ReActStream", invoke)
 
 
 def _operate_defaults(branch: Branch) -> Mapping[str, Any]:
@@ -521,14 +521,7 @@ def communicate_stream(branch: Branch, params: CommunicateParams) -> TurnStream[
             options=params.request_options,
         )
 
-    return stream_in_turn(
-        branch,
-        model=params.chat_model,
-        invoke=invoke,
-        operation="communicate_stream",
-        nests=False,
-        guarded=True,
-    )
+    return _live_turn(branch, params.chat_model, "communicate_stream", invoke)
 
 
 async def _communicate_events(

@@ -66,6 +66,32 @@ class _ParkingClock:
         await self.park.wait_here(self.where)
 
 
+async def _close_when_parked(
+    stream: TurnStream[Any], park: _Park, branch: Branch, recorder: Recorder
+) -> list[Any]:
+    """Consume ``stream`` in a task; once it parks, close it from this task, and check that
+    the close stopped the wait itself and ended the turn cleanly. The items the consumer got
+    before it stopped."""
+    got: list[Any] = []
+    # a guard against hanging only: without the close the consumer would wait forever, and
+    # this deadline would end it instead
+    with anyio.move_on_after(10) as deadline:
+        async with anyio.create_task_group() as group:
+
+            async def consume() -> None:
+                got.extend([event async for event in stream])
+
+            group.start_soon(consume)
+            await park.reached.wait()
+            await stream.aclose()
+    assert not deadline.cancel_called  # the close stopped the consumer, not the deadline
+    assert len(park.left) == 1  # the wait itself was cancelled (its finally ran)
+    assert_idle(branch)
+    [terminal] = recorder.terminals()
+    assert isinstance(terminal, RunEnd)  # a close, not a failure
+    return got
+
+
 def _tool_model(second: Any) -> FunctionModel:
     """Asks for the ``slow`` tool, then answers with ``second(messages)``."""
 
@@ -133,24 +159,9 @@ async def test_aclose_from_another_task_stops_the_consumer_at_each_wait(wait: st
     park = _Park()
     branch, recorder = _branch(wait, park)
     stream: TurnStream[Any] = branch.stream("go")
-    got: list[Any] = []
-    # a guard against hanging only: without the close the consumer would wait forever, and
-    # this deadline would end it instead
-    with anyio.move_on_after(10) as deadline:
-        async with anyio.create_task_group() as group:
-
-            async def consume() -> None:
-                got.extend([event async for event in stream])
-
-            group.start_soon(consume)
-            await park.reached.wait()
-            await stream.aclose()
-    assert not deadline.cancel_called  # the close stopped the consumer, not the deadline
+    got = await _close_when_parked(stream, park, branch, recorder)
     assert got  # the consumer was past its first item
-    assert park.left == [wait]  # the wait itself was cancelled
-    assert_idle(branch)
-    [terminal] = recorder.terminals()
-    assert isinstance(terminal, RunEnd)  # a close, not a failure
+    assert park.left == [wait]
     if wait.startswith("next chunk"):
         assert [type(e) for e in got] == [TextDeltaEvent, TextDeltaEvent]
         assert len(branch.msgs) == 0  # no half reply, and no instruction without one
@@ -206,22 +217,9 @@ async def test_aclose_from_another_task_stops_the_consumer_waiting_for_its_first
     park = _Park()
     branch, recorder = _first_item_branch(wait, park)
     stream: TurnStream[Any] = branch.stream("go")
-    got: list[Any] = []
-    with anyio.move_on_after(10) as deadline:  # a guard against hanging only, as above
-        async with anyio.create_task_group() as group:
-
-            async def consume() -> None:
-                got.extend([event async for event in stream])
-
-            group.start_soon(consume)
-            await park.reached.wait()
-            await stream.aclose()
-    assert not deadline.cancel_called  # the close stopped the consumer, not the deadline
+    got = await _close_when_parked(stream, park, branch, recorder)
     assert got == []
-    assert park.left == [wait]  # the wait itself was cancelled
-    assert_idle(branch)
-    [terminal] = recorder.terminals()
-    assert isinstance(terminal, RunEnd)  # a close, not a failure
+    assert park.left == [wait]
     assert len(branch.msgs) == 1  # the system message: no instruction without its reply
 
 
@@ -291,19 +289,6 @@ async def test_aclose_from_another_task_stops_a_live_operation_at_each_wait(
     park = _Park()
     branch, recorder = _live_branch(wait, park)
     stream = _open_live(branch, operation)
-    got: list[Any] = []
-    with anyio.move_on_after(10) as deadline:  # a guard against hanging only, as above
-        async with anyio.create_task_group() as group:
-
-            async def consume() -> None:
-                got.extend([event async for event in stream])
-
-            group.start_soon(consume)
-            await park.reached.wait()
-            await stream.aclose()
-    assert not deadline.cancel_called  # the close stopped the consumer, not the deadline
+    got = await _close_when_parked(stream, park, branch, recorder)
     assert got  # the consumer was past its first item
-    assert park.left == [wait]  # the wait itself was cancelled
-    assert_idle(branch)
-    [terminal] = recorder.terminals()
-    assert isinstance(terminal, RunEnd)  # a close, not a failure
+    assert park.left == [wait]
