@@ -21,15 +21,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from time import perf_counter
+from functools import partial
+from time import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from lionagi.protocols.messages import RecordedCopy
+from lionagi.service.types import ModelResponse
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnExecutionContext
     from lionagi.protocols.messages import ActionRequest, ActionResponse
     from lionagi.service.imodel import iModel
     from lionagi.service.retry import RetryHook
-    from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
+    from lionagi.service.types import ModelRequest, StreamChunk
     from lionagi.session.branch import Branch
     from lionagi.session.flow import _Flow
     from lionagi.session.logs import LogManager
@@ -39,6 +43,7 @@ __all__ = [
     "StepTrace",
     "Tracer",
     "TurnTrace",
+    "active_turn",
     "flow",
     "install",
     "invoke",
@@ -139,17 +144,9 @@ def flow(run: _Flow) -> FlowTrace:
 
 
 # -- model calls --------------------------------------------------------------------------------
-_turn_var: ContextVar[Any] | None = None  # the turn driver's binding, imported on first use
-
-
-def _turn_binding() -> Any:
-    """The binding of the turn the calling task is part of (None outside any turn)."""
-    global _turn_var
-    if _turn_var is None:
-        from lionagi.operations.turn import _active_turn_var
-
-        _turn_var = _active_turn_var
-    return _turn_var.get()
+#: The turn the calling task is part of: the turn driver's binding (None outside any turn). It
+#: lives here so the model-call hooks read it without importing the driver.
+active_turn: ContextVar[Any] = ContextVar("lionagi_active_turn", default=None)
 
 
 async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | None) -> ModelResponse:
@@ -161,29 +158,59 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
     awaited from here, not through ``iModel._retried`` (which would only await it): the hook
     adds no coroutine frame to the call.
     """
-    binding = _turn_binding() if _turn_var is None else _turn_var.get()
-    active = tracer
-    if binding is None or (context := binding.scope.context).logs is None:
-        if active is None:
+    binding = active_turn.get()
+    if binding is None or (logs := (context := binding.scope.context).logs) is None:
+        if tracer is None:
             return await model._retried(request, on_retry)
-        return await active.model_call(model, request, lambda r: model._retried(r, on_retry))
-    started = perf_counter()
+        return await tracer.model_call(model, request, partial(model._retried, on_retry=on_retry))
+    started = time()
     try:
-        if active is not None:
-            send = lambda r: model._retried(r, on_retry)  # noqa: E731
-            response = await active.model_call(model, request, send)
+        if tracer is not None:
+            send = partial(model._retried, on_retry=on_retry)
+            response = await tracer.model_call(model, request, send)
         elif model.retry is None:
             response = await model._attempt(request)
         else:
             response = await model._retried(request, on_retry)
     except BaseException as exc:
-        context.logs.record_api_call(
-            model.provider.name, request, None, exc, binding.branch_id, context.turn_id, started
+        turn = context.turn_id.int
+        logs.record_api_call(
+            model.provider.name, request, None, exc, binding.branch_id, turn, started
         )
         raise
-    context.logs.record_api_call(
-        model.provider.name, request, response, None, binding.branch_id, context.turn_id, started
+    if response.__class__ is not ModelResponse or logs._capacity is not None:
+        turn = context.turn_id.int
+        name = model.provider.name
+        logs.record_api_call(name, request, response, None, binding.branch_id, turn, started)
+        return response
+    # the common record, written here (a call less per model call) in the layout of
+    # LogManager.record_api_call, which writes every other case
+    messages = request.messages
+    if messages.__class__ is RecordedCopy:  # a Branch's request: its size and last message
+        pending = messages._pending  # read from its parts (its len and [-1] are Python calls)
+        count = messages.recorded + len(pending)
+        last = pending[-1] if pending else messages[-1] if count else None
+    else:
+        count = len(messages)
+        last = messages[-1] if messages else None
+    schema = request.response_format
+    slots = logs._slots
+    slots += (
+        started,
+        time(),
+        binding.branch_id,
+        context.turn_id.int,
+        model.provider.name,
+        request.model,
+        count,
+        last,
+        request.tools,
+        None if schema is None else schema.get("title"),
+        request.options or None,
+        request.session_id,
+        True,
     )
+    slots += response.__dict__.values()
     return response
 
 
@@ -201,17 +228,17 @@ class StreamLog:
     the stream ends (no iterator of its own around the chunks: a stream is logged at no cost
     per chunk)."""
 
-    __slots__ = ("branch_id", "logs", "model", "request", "started", "turn_id")
+    __slots__ = ("branch_id", "logs", "model", "request", "started", "turn")
 
     def __init__(
-        self, model: iModel, request: ModelRequest, logs: LogManager, branch_id: Any, turn_id: Any
+        self, model: iModel, request: ModelRequest, logs: LogManager, branch_id: Any, turn: int
     ) -> None:
         self.model = model
         self.request = request
         self.logs = logs
         self.branch_id = branch_id
-        self.turn_id = turn_id
-        self.started = perf_counter()
+        self.turn = turn
+        self.started = time()
 
     def done(self, response: ModelResponse | None, error: BaseException | None) -> None:
         """The stream ended: with ``response`` (its final chunk's), or failed with ``error``."""
@@ -221,21 +248,21 @@ class StreamLog:
             response,
             error,
             self.branch_id,
-            self.turn_id,
+            self.turn,
             self.started,
         )
 
 
 def stream_log(model: iModel, request: ModelRequest) -> StreamLog | None:
     """The log record of a streamed call of ``request`` starting now, when made in a turn."""
-    binding = _turn_binding() if _turn_var is None else _turn_var.get()
+    binding = active_turn.get()
     if binding is None:
         return None
     context = binding.scope.context
     logs = context.logs
     if logs is None:
         return None
-    return StreamLog(model, request, logs, binding.branch_id, context.turn_id)
+    return StreamLog(model, request, logs, binding.branch_id, context.turn_id.int)
 
 
 # -- tool calls ---------------------------------------------------------------------------------

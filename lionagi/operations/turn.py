@@ -208,9 +208,7 @@ class _ActiveTurnBinding:  # not frozen: built at every step, and a frozen init 
     step: StepGroup | None = None
 
 
-_active_turn_var: ContextVar[_ActiveTurnBinding | None] = ContextVar(
-    "lionagi_active_turn", default=None
-)
+_active_turn_var: ContextVar[_ActiveTurnBinding | None] = _instrument.active_turn
 # set while a task delivers one of a turn's message signals: its handlers must not wait for the
 # turn's pending deliveries, which include the one running them
 _delivering_var: ContextVar[bool] = ContextVar("lionagi_delivering_signal", default=False)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from time import perf_counter, time
+from time import time
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
@@ -38,11 +38,11 @@ LogKind = Literal["api_call", "tool_call"]
 
 _SECRET_NAME = re.compile(r"key|token|secret|passw|authori[sz]ation|cookie|credential", re.I)
 _MASK = "**********"
-_UNREAD = "api_call"  # first slot of a model call's record not read yet (see LogManager)
 _REPLY_FIELDS = tuple(ModelResponse.model_fields)
 _FIELD_COUNT = len(_REPLY_FIELDS)
 _NO_REPLY = (None,) * _FIELD_COUNT
-_WIDTH = 16 + len(_REPLY_FIELDS)  # slots per record: marker, 15 of the call, the reply's fields
+_CALL = 13  # a model call's record: 13 slots of the call (its start first), then the reply's fields
+_WIDTH = _CALL + _FIELD_COUNT  # slots per record
 _PADDING = (None,) * (_WIDTH - 1)
 
 
@@ -50,7 +50,9 @@ class Log:
     """One record of a Branch's logs (immutable). Read it with :meth:`to_dict`.
 
     ``kind`` is ``"api_call"`` or ``"tool_call"``; ``created_at`` the time (seconds since the
-    epoch) the record was made, when the call ended; ``duration_ms`` how long the call took.
+    epoch) the record was made, when the call ended; ``duration_ms`` how long the call took. A
+    model call's two times are both read from the wall clock (``time.time()``, as OpenTelemetry
+    times its spans): one clock read per end of the call.
     """
 
     __slots__ = ("_payload", "branch_id", "created_at", "duration_ms", "kind", "turn_id")
@@ -74,10 +76,16 @@ class Log:
     @classmethod
     def _of(cls, entry: tuple[Any, ...]) -> Log:
         """The record of the values :meth:`LogManager.record_api_call` kept."""
-        _, started, ended, created_at, branch_id, turn, *request, error, reply = entry[:16]
-        if reply is True:  # the reply's field values follow, in field order
-            fields = dict(zip(_REPLY_FIELDS, entry[16:], strict=True))
+        started, ended, branch_id, turn, *request, outcome = entry[:_CALL]
+        reply: ModelResponse | None = None
+        error = None
+        if outcome is True:  # the reply's field values follow, in field order
+            fields = dict(zip(_REPLY_FIELDS, entry[_CALL:], strict=True))
             reply = ModelResponse.model_construct(**fields)
+        elif isinstance(outcome, str):
+            error = outcome
+        else:
+            reply = outcome
         log = cls(
             "api_call",
             (*request, reply, error),
@@ -85,7 +93,7 @@ class Log:
             turn_id=None if turn is None else UUID(int=turn),
             duration_ms=(ended - started) * 1000.0,
         )
-        log.created_at = created_at
+        log.created_at = ended
         return log
 
     @classmethod
@@ -189,7 +197,8 @@ class LogManager(Sequence[Log]):
         self.persist_path = None if persist_path is None else _resolve(persist_path, "logs")
         self.dump_on_exit = dump_on_exit
         # every record is _WIDTH consecutive slots of one flat list: its Log in the first slot
-        # (the rest None), or -- a model call not read yet -- _UNREAD and the call's values.
+        # (the rest None), or -- a model call not read yet -- the call's values, its start time
+        # (a float) first.
         # Records then add no object per call for the garbage collector to walk.
         self._slots: list[Any] = []
         # a full bounded log is a ring: its oldest record is the _oldest-th, the next record
@@ -236,10 +245,11 @@ class LogManager(Sequence[Log]):
         response: ModelResponse | None,
         error: BaseException | None,
         branch_id: UUID | None,
-        turn_id: UUID | None,
+        turn: int | None,
         started: float,
     ) -> None:
-        """Record a model call that began at ``started`` (``time.perf_counter()``) and ends now.
+        """Record a model call that began at ``started`` (``time.time()``) and ends now, made
+        in the turn whose id is ``UUID(int=turn)``.
 
         The hot path of every logged model call, so it only gathers references: the request's
         last message (the instruction, usually), how many messages were sent, its tools,
@@ -251,23 +261,23 @@ class LogManager(Sequence[Log]):
         """
         messages = request.messages
         schema = request.response_format
-        reply: ModelResponse | bool | None
+        outcome: ModelResponse | str | bool | None
         values: Iterable[Any]
-        if response is None:
-            reply, values = None, _NO_REPLY
+        if error is not None:  # failed (a stream may fail after its final reply: the error wins)
+            outcome, values = f"{type(error).__name__}: {error}", _NO_REPLY
+        elif response is None:
+            outcome, values = None, _NO_REPLY
         elif len(values := response.__dict__.values()) == _FIELD_COUNT:
-            reply = True  # a ModelResponse: its values follow, not itself
+            outcome = True  # a ModelResponse: its values follow, not itself
         else:  # a subclass with more fields: the reply itself
-            reply, values = response, _NO_REPLY
+            outcome, values = response, _NO_REPLY
         slots = self._slots
         slots.extend(
             (
-                _UNREAD,
                 started,
-                perf_counter(),
-                time(),
+                time(),  # when the call ended: the record's created_at
                 branch_id,  # the Branch's own
-                None if turn_id is None else turn_id.int,  # not the UUID: one object less
+                turn,  # the turn id's int, not the UUID: one object less
                 provider,
                 request.model,
                 len(messages),
@@ -276,8 +286,7 @@ class LogManager(Sequence[Log]):
                 None if schema is None else schema.get("title"),
                 request.options or None,  # the common empty mapping is not kept
                 request.session_id,
-                None if error is None else f"{type(error).__name__}: {error}",
-                reply,
+                outcome,
             )
         )
         slots.extend(values)
@@ -302,10 +311,10 @@ class LogManager(Sequence[Log]):
 
     def _log_at(self, start: int) -> Log:
         head = self._slots[start]
-        if head is _UNREAD:
+        if not isinstance(head, Log):  # a model call's values, not read yet
             head = Log._of(tuple(self._slots[start : start + _WIDTH]))
             self._slots[start : start + _WIDTH] = (head, *_PADDING)
-        return head  # type: ignore[no-any-return]
+        return head
 
     def clear(self) -> None:
         self._slots.clear()

@@ -339,6 +339,33 @@ async def test_a_bounded_log_keeps_the_newest_records() -> None:
     assert [log.to_dict()["response"]["text"] for log in branch.logs] == ["reply 2", "reply 3"]
 
 
+async def test_a_model_calls_record_is_the_same_from_a_bounded_and_an_unbounded_log() -> None:
+    # the common record (unbounded log, plain ModelResponse) is written on the model call's
+    # own path; a bounded log's record by LogManager.record_api_call: both read the same
+    async def records(logs: LogManager) -> list[dict[str, Any]]:
+        branch = Branch(chat_model=adder(), tools=[add], logs=logs)
+        await branch.operate(instruction="add 2 and 3", actions=True)
+        await branch.chat("y", temperature=0.5, response_format={"title": "Sum", "type": "object"})
+        dumped = [log.to_dict() for log in branch.logs]
+        for record in dumped:
+            assert record.pop("branch_id") == str(branch.id)
+            del record["created_at"], record["duration_ms"], record["turn_id"]
+            if record["kind"] == "tool_call":
+                del record["request"]["id"], record["response"]["id"]
+                del record["request"]["created_at"], record["response"]["created_at"]
+                del record["response"]["request_id"]
+            elif record["request"]["last_message"] is not None:
+                del record["request"]["last_message"]["id"]
+                del record["request"]["last_message"]["created_at"]
+        return dumped
+
+    unbounded = await records(LogManager())
+    assert [r["kind"] for r in unbounded] == ["api_call", "tool_call", "api_call", "api_call"]
+    assert unbounded[-1]["request"]["response_format"] == "Sum"
+    assert unbounded[-1]["request"]["options"] == {"temperature": 0.5}
+    assert unbounded == await records(LogManager(capacity=10))
+
+
 async def test_a_records_request_options_are_dumped_masked(tmp_path: Path) -> None:
     branch = Branch(chat_model=adder())
     await branch.chat("x")
