@@ -163,18 +163,18 @@ async def _memory(peer: str, count: int) -> dict[str, Any]:
             kept.append(conversation)
         await asyncio.sleep(0)  # one loop iteration, as on our side (cancelled timers go)
         gc.collect()
-        after = tracemalloc.get_traced_memory()[0]
+        size = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
     del kept
     gc.collect()
-    before = len(gc.get_objects())
+    objects_before = len(gc.get_objects())
     kept = [make() for _ in range(count)]
     for conversation in kept:
         await turn(conversation)
     await asyncio.sleep(0)
     gc.collect()
-    tracked = len(gc.get_objects()) - before - 1  # less the list holding them
+    tracked = len(gc.get_objects()) - objects_before - 1  # less the list holding them
     del kept
     conversation = make()
     await turn(conversation)
@@ -184,7 +184,7 @@ async def _memory(peer: str, count: int) -> dict[str, Any]:
     by_refcount = ref() is None
     gc.collect()
     return {
-        "bytes": (after - before) / count,
+        "bytes": size / count,
         "gc_tracked": tracked / count,
         "by_refcount": by_refcount,
         "after_gc": ref() is None,
