@@ -13,13 +13,26 @@ from __future__ import annotations
 from random import getrandbits
 from uuid import UUID, SafeUUID
 
-__all__ = ["new_id"]
+__all__ = ["new_id", "new_id_int", "uuid_of"]
 
 _new = object.__new__
 _set = object.__setattr__
 _CLEAR = ~((0xF000 << 64) | (0xC000 << 48))  # the version and variant fields
 _V4 = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
 _UNKNOWN = SafeUUID.unknown
+
+
+def new_id_int() -> int:
+    """A new random version-4 UUID as its 128-bit number (what :func:`uuid_of` makes a UUID)."""
+    return getrandbits(128) & _CLEAR | _V4
+
+
+def uuid_of(number: int) -> UUID:
+    """``UUID(int=number)`` for a number known to be in range, without re-checking it."""
+    value = _new(UUID)
+    _set(value, "int", number)
+    _set(value, "is_safe", _UNKNOWN)
+    return value
 
 
 def new_id() -> UUID:

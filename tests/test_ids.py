@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import pickle
 import subprocess
 import sys
+import uuid
 from uuid import UUID
 
 import pytest
+from pydantic import ValidationError
 
 from lionagi._ids import new_id
 from lionagi.protocols.messages import Instruction
@@ -71,3 +75,30 @@ def test_a_branch_and_its_system_message_get_ids_without_reading_os_urandom(
     one, two = Branch(system="s"), Branch(system="s")
     assert one.id != two.id
     assert (one.id.version, one.msgs[0].id.version) == (4, 4)
+
+
+def test_a_message_keeps_its_id_as_a_number_and_reading_it_gives_the_uuid() -> None:
+    given = uuid.uuid4()
+    for message in (Instruction(instruction="hi"), Instruction(instruction="hi", id=given)):
+        kept = [o for o in gc.get_referents(message) if isinstance(o, UUID | int)]
+        assert [type(o) for o in kept] == [int], kept  # no UUID object in the message
+        assert message._key == kept[0] == message.id.int
+        assert isinstance(message.id, UUID)
+        assert message.id == message.id
+        assert hash(message.id) == hash(UUID(int=message._key))
+        assert message.model_dump()["id"] == message.id
+        assert message.model_copy().id == message.id
+        assert Instruction.model_validate(message.model_dump()) == message
+        assert pickle.loads(pickle.dumps(message)) == message
+    assert message.id == given
+    assert Instruction(instruction="hi", id=str(given)).id == given
+
+
+def test_a_message_id_cannot_be_reassigned_or_deleted() -> None:
+    message = Instruction(instruction="hi")
+    before = message.id
+    with pytest.raises(ValidationError):
+        message.id = uuid.uuid4()  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        del message.id  # type: ignore[misc]
+    assert message.id == before

@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, TypeAlias, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass, rebuild_dataclass
 
-from lionagi._ids import new_id
+from lionagi._ids import new_id_int, uuid_of
 from lionagi._pydantic_methods import PydanticMethods
 from lionagi.errors import HistoryError
 
@@ -144,6 +144,11 @@ class Reasoning(BaseModel):
     block: dict[str, JsonValue] = Field(default_factory=dict)
 
 
+# A new message's id: the number of a new version-4 UUID, which the id slot keeps (a default
+# is not validated, so the number goes straight to the slot; reading ``id`` makes the UUID).
+_new_id_number = cast("Callable[[], UUID]", new_id_int)
+
+
 class _Cached(_PydanticMethods):
     __slots__ = ("_cache",)  # the render cache, made on first use
     _cache: dict[str, Any]
@@ -156,8 +161,15 @@ class Message(_Cached):
     Equal when of the same class with equal fields; unhashable (some fields are dicts).
     """
 
-    id: UUID = Field(default_factory=new_id)
+    id: UUID = Field(default_factory=_new_id_number)  # kept as its number: see _CompactId
     created_at: float = Field(default_factory=time.time)
+
+    if TYPE_CHECKING:
+
+        @property
+        def _key(self) -> int:
+            """The id's number, read from the slot without making a UUID (set below)."""
+            ...
 
     @property
     def _render_cache(self) -> dict[str, Any]:
@@ -299,6 +311,41 @@ class ActionResponse(Message):
         return "tool"
 
 
+_ID_SLOT = Message.__dict__["id"]  # the id slot's own descriptor
+_id_get = _ID_SLOT.__get__
+_id_set = _ID_SLOT.__set__
+
+
+class _CompactId:
+    """``Message.id``: the slot keeps the id's 128-bit number, and each read makes the UUID.
+
+    A ``UUID`` object is 56 bytes more than its number and tracked by the cyclic garbage
+    collector; a conversation keeps one per message for as long as it lives, and reads few of
+    them. Reading gives an equal, equally hashed UUID each time (not the same object). A value
+    that is not a UUID (an unvalidated ``model_copy`` update) is kept and read back as given.
+    The history looks messages up by :attr:`Message._key`, the number itself.
+    """
+
+    __slots__ = ()
+
+    def __get__(self, message: object, owner: type | None = None) -> Any:
+        if message is None:
+            return self
+        value = _id_get(message)
+        return uuid_of(value) if type(value) is int else value
+
+    def __set__(self, message: object, value: Any) -> None:
+        _id_set(message, value.int if isinstance(value, UUID) else value)
+
+    def __delete__(self, message: object) -> None:
+        _refuse_assignment(message, "id")
+
+
+type.__setattr__(Message, "id", _CompactId())  # replaces the slot's descriptor, kept above
+#: the id's number (``message.id.int``) read straight from the slot: no UUID made
+type.__setattr__(Message, "_key", property(_id_get))
+
+
 def _refuse_assignment(self: object, name: str, value: Any = None) -> None:
     raise ValidationError.from_exception_data(
         type(self).__name__, [{"type": "frozen_instance", "loc": (name,), "input": value}]
@@ -361,8 +408,8 @@ class MessageManager(Sequence[Message]):
 
     def __init__(self, messages: Sequence[Message] = ()) -> None:
         self._messages: list[Message] = []
-        # ``id.int`` -> message, made once the history is long: an int hashes and compares in C,
-        # a UUID through Python-level ``__hash__`` / ``__eq__``
+        # the id's number (``Message._key``) -> message, made once the history is long: an int
+        # hashes and compares in C, a UUID through Python-level ``__hash__`` / ``__eq__``
         self._by_id: dict[int, Message] | None = None
         self._callbacks: tuple[OnAdded, ...] = ()
         batch = list(messages)
@@ -380,7 +427,7 @@ class MessageManager(Sequence[Message]):
         return iter(self._messages)
 
     def __contains__(self, item: object) -> bool:
-        return isinstance(item, Message) and self._find(item.id.int) is not None
+        return isinstance(item, Message) and self._find(item._key) is not None
 
     def get(self, message_id: UUID) -> Message | None:
         return self._find(message_id.int) if isinstance(message_id, UUID) else None
@@ -390,7 +437,7 @@ class MessageManager(Sequence[Message]):
         if by_id is not None:
             return by_id.get(key)
         for message in self._messages:
-            if message.id.int == key:
+            if message._key == key:
                 return message
         return None
 
@@ -453,7 +500,7 @@ class MessageManager(Sequence[Message]):
         for message in batch:
             if not isinstance(message, Message):
                 raise HistoryError(f"expected a Message, got {type(message).__name__}")
-            key = message.id.int
+            key = message._key
             if key in seen or (key in by_id if by_id is not None else self._find(key) is not None):
                 raise _duplicate(message)
             seen.add(key)
@@ -467,9 +514,9 @@ class MessageManager(Sequence[Message]):
             messages.append(message)
             by_id = self._by_id
             if by_id is not None:
-                by_id[message.id.int] = message
+                by_id[message._key] = message
             elif len(messages) >= _INDEX_FROM:
-                self._by_id = {m.id.int: m for m in messages}
+                self._by_id = {m._key: m for m in messages}
             for callback in self._callbacks:  # a tuple: a callback may (un)register others
                 try:
                     callback(message)

@@ -1,14 +1,15 @@
 """What a one-turn conversation keeps, counted in objects (structure, not timing).
 
 A kept conversation's size is mostly its messages: each must be one object holding its field
-values (plus its UUID), not a pydantic model with an instance dict, a fields-set and a
-private-attribute dict; the reply's usage one object too. The whole conversation has a bound on
-the objects the cyclic garbage collector tracks for it.
+values (its id kept as the UUID's number, not a UUID object), not a pydantic model with an
+instance dict, a fields-set and a private-attribute dict; the reply's usage one object too.
+The whole conversation has a bound on the objects the cyclic garbage collector tracks for it.
 """
 
 from __future__ import annotations
 
 import gc
+from uuid import UUID
 
 import anyio
 
@@ -19,11 +20,12 @@ from lionagi.protocols.messages import AssistantResponse
 from lionagi.protocols.tools import ToolRegistry
 
 #: the gc-tracked objects a one-turn conversation (system message, instruction, reply) keeps:
-#: 6 for its three messages and their ids, 1 usage, 4 for the history (manager, list,
-#: callbacks and the one callback, a weak reference to the Branch), 3 for the logs' record of
-#: the model call, 1 for the idle turn lock (no semaphore while no turn waits), 2 for the
-#: Branch (slotted) and its tool registry (sharing one empty mapping until a tool is added)
-TRACKED_PER_CONVERSATION = 17
+#: 3 for its three messages (their ids are numbers, not tracked), 1 usage, 4 for the history
+#: (manager, list, callbacks and the one callback, a weak reference to the Branch), 3 for the
+#: logs' record of the model call, 1 for the idle turn lock (no semaphore while no turn waits),
+#: 2 for the Branch (slotted) and its tool registry (sharing one empty mapping until a tool is
+#: added)
+TRACKED_PER_CONVERSATION = 14
 
 
 async def _conversations(count: int) -> list[Branch]:
@@ -38,7 +40,7 @@ async def _conversations(count: int) -> list[Branch]:
     return branches
 
 
-async def test_each_kept_message_is_one_object_and_its_id() -> None:
+async def test_each_kept_message_is_one_tracked_object_its_id_a_number() -> None:
     branches = await _conversations(3)
     mine = kept_objects(branches[0], *branches[1:])
     for message in branches[0].msgs:
@@ -48,7 +50,9 @@ async def test_each_kept_message_is_one_object_and_its_id() -> None:
             usage = own.pop(id(message.usage))
             assert not [o for o in gc.get_referents(usage) if id(o) in mine]  # ints, None
         tracked = sorted(type(o).__name__ for o in own.values() if gc.is_tracked(o))
-        assert tracked == sorted([type(message).__name__, "UUID"])
+        assert tracked == [type(message).__name__]
+        assert not [o for o in own.values() if isinstance(o, UUID)]
+        assert message.id.int in [o for o in own.values() if type(o) is int]
 
 
 async def test_a_one_turn_conversation_keeps_a_bounded_number_of_tracked_objects() -> None:
