@@ -6,7 +6,7 @@
 - Where a one-turn conversation's bytes go: every object it keeps (reachable from its Branch
   and not from another conversation), by part -- the Branch, its history, each message, the
   reply's usage, the log record, the turn lock -- with how many are tracked by the cyclic
-  garbage collector.
+  garbage collector. A message keeps its id as the UUID's number (``id`` makes the UUID).
 - A dropped Branch: freed by reference counting alone, and after ``gc.collect()``, after a
   normal turn, after a cancelled turn, and in a Session after ``remove_branch``.
 
@@ -144,9 +144,11 @@ def _parts(branch: Branch) -> dict[str, list[object]]:
         "the reply's usage": [reply.usage],
         "reply (besides its usage)": [reply],
         "history (list, id index, callbacks)": [branch._messages],
-        "logs (manager and record)": [branch._logs],
+        # before the logs, whose record refers to it: the Branch's own, not the record's
+        "the Branch's id": [branch.id],
+        "logs (manager and the model call's record)": [branch._logs],
         "turn lock": [branch._turn_lock],
-        "Branch itself (attributes, id, tool registry)": [branch],
+        "Branch itself (attributes, tool registry)": [branch],
     }
 
 
