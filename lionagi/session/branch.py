@@ -153,7 +153,7 @@ class Branch:
         self.user: str | None = user
         self._chat_model: iModel | None = _coerce_model(chat_model, "chat_model")
         self._parse_model: iModel | None = _coerce_model(parse_model, "parse_model")
-        self._tools = ToolRegistry()
+        self._tools: ToolRegistry | None = None  # made on first use: most Branches have none
         if tools is not None:
             self.register_tools(tools)
         self._messages = MessageManager(_initial_history(system, messages))
@@ -298,13 +298,17 @@ class Branch:
     # -- tools ---------------------------------------------------------------------------
     @property
     def tools(self) -> ToolRegistry:
-        return self._tools
+        """The Branch's tool registry (the same object on every read; made on the first)."""
+        registry = self._tools
+        if registry is None:
+            registry = self._tools = ToolRegistry()
+        return registry
 
     def register_tools(self, tools: ToolsArg, *, update: bool = False) -> tuple[Tool, ...]:
         """Register one tool or callable, or several (all or none); returns the Tools."""
         if isinstance(tools, Tool) or callable(tools):
-            return self._tools.register_many([tools], update=update)
-        return self._tools.register_many(tools, update=update)
+            return self.tools.register_many([tools], update=update)
+        return self.tools.register_many(tools, update=update)
 
     async def load_mcp_tools(
         self, server: McpServer, **loading: Unpack[ToolLoading]
@@ -317,7 +321,7 @@ class Branch:
         server only while its ``async with`` block is open; with ``follow_changes`` (the
         default) the Branch's tools follow the server's when it says they changed.
         Checkpoints; cancel-safe (a cancelled listing registers nothing)."""
-        return await server.load_tools(self._tools, **loading)
+        return await server.load_tools(self.tools, **loading)
 
     # -- models --------------------------------------------------------------------------
     @property
@@ -670,7 +674,7 @@ class Branch:
             name=self.name,
             user=self.user,
         )
-        other._tools = self._tools.copy()
+        other._tools = None if self._tools is None else self._tools.copy()
         return other
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,9 +23,8 @@ from lionagi.protocols.tools import ToolRegistry
 #: 3 for its three messages (their ids are numbers, not tracked), 1 usage, 4 for the history
 #: (manager, list, callbacks and the one callback, a weak reference to the Branch), 3 for the
 #: logs' record of the model call, 1 for the idle turn lock (no semaphore while no turn waits),
-#: 2 for the Branch (slotted) and its tool registry (sharing one empty mapping until a tool is
-#: added)
-TRACKED_PER_CONVERSATION = 14
+#: 1 for the Branch (slotted; its tool registry is made when first used)
+TRACKED_PER_CONVERSATION = 13
 
 
 async def _conversations(count: int) -> list[Branch]:
@@ -71,6 +70,22 @@ async def test_an_idle_conversation_keeps_no_lock_primitive_closure_or_empty_con
     # no empty tool dict or resume-id dict of its own
     assert not kinds & {"Semaphore", "deque", "dict", "function", "cell"}, kinds
     assert not hasattr(branches[0], "__dict__")
+    assert "ToolRegistry" not in kinds  # a chat turn never needs the Branch's tools
+
+
+def test_a_branch_makes_its_tool_registry_once_when_first_used() -> None:
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    branch = Branch()
+    registry = branch.tools
+    assert branch.tools is registry
+    assert list(registry) == []
+    with_tools = Branch(tools=[add])
+    assert list(with_tools.tools) == ["add"]
+    assert with_tools.tools is with_tools.tools
+    assert list(with_tools.clone().tools) == ["add"]
+    assert list(Branch().clone().tools) == []
 
 
 def test_tool_registries_share_the_empty_mapping_until_one_registers() -> None:
