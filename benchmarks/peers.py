@@ -291,15 +291,16 @@ def _tabulate(
             ours_bytes / pydantic_bytes,
             1.0,
             note=(
-                "Both sides: tracemalloc bytes kept by 1,000 one-turn conversations sharing one "
-                "model, after one loop iteration and a collection. Messages and usage are "
-                "slotted, each message's id kept as the UUID's number (about 0.17 KiB a message, "
-                "72 bytes a usage): our three messages are about 0.58 KiB. The rest is the "
-                "Branch's own parts: the logs (the model call's record), the history's list and "
-                "its on-added callback (one weak reference), the slotted Branch with its id and "
-                "tool registry, and the turn lock (one small object: its anyio semaphore exists "
-                "only while a turn waits). See the memory scenario's breakdown. pydantic-ai keeps "
-                "its messages in a list and nothing else per conversation."
+                f"Both sides: tracemalloc bytes kept by {sizes['count']:,} one-turn "
+                "conversations sharing one model, after one loop iteration and a collection. "
+                "Messages and usage are slotted, each message's id kept as the UUID's number "
+                "(about 0.17 KiB a message, 72 bytes a usage): our three messages are about 0.58 "
+                "KiB. The rest is the Branch's own parts: the logs (the model call's record), the "
+                "history's list and its on-added callback (one weak reference), the slotted "
+                "Branch with its id (its tool registry is made only when used), and the turn "
+                "lock (one small object: its anyio semaphore exists only while a turn waits). "
+                "See the memory scenario's breakdown. pydantic-ai keeps its messages in a list "
+                "and nothing else per conversation."
             ),
         )
     )
