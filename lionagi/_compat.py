@@ -32,8 +32,8 @@ from anyio import (
     get_cancelled_exc_class,
     get_running_tasks,
 )
-from anyio._core._eventloop import get_async_backend  # anyio's backend registry
 from anyio.abc import AsyncBackend
+from anyio.lowlevel import checkpoint_if_cancelled as _anyio_checkpoint_if_cancelled
 from anyio.lowlevel import current_token
 
 __all__ = [
@@ -114,14 +114,22 @@ def checkpoint_if_cancelled() -> Awaitable[None]:
     the running backend's own awaitable: on trio, trio's; on asyncio, anyio's asyncio backend's
     (the cancel scopes are anyio's there), with no lookup of the backend per call."""
     if _running_asyncio_loop() is not None:
-        return _asyncio_backend().checkpoint_if_cancelled()
+        backend = _asyncio_backend()
+        if backend is None:
+            return _anyio_checkpoint_if_cancelled()
+        return backend.checkpoint_if_cancelled()
     import trio
 
     return trio.lowlevel.checkpoint_if_cancelled()  # noqa: ASYNC105 (the caller awaits it)
 
 
 @functools.cache
-def _asyncio_backend() -> type[AsyncBackend]:
+def _asyncio_backend() -> type[AsyncBackend] | None:
+    # anyio's backend registry is private: without it, fall back to the public dispatch
+    try:
+        from anyio._core._eventloop import get_async_backend
+    except ImportError:  # pragma: no cover - depends on the installed anyio
+        return None
     return get_async_backend("asyncio")
 
 
