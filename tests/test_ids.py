@@ -91,7 +91,7 @@ def test_a_message_keeps_its_id_as_a_number_and_reading_it_gives_the_uuid() -> N
         assert Instruction.model_validate(message.model_dump()) == message
         assert pickle.loads(pickle.dumps(message)) == message
     assert message.id == given
-    assert Instruction(instruction="hi", id=str(given)).id == given
+    assert Instruction(instruction="hi", id=str(given)).id == given  # type: ignore[arg-type]
 
 
 def test_a_message_id_cannot_be_reassigned_or_deleted() -> None:
@@ -100,5 +100,5 @@ def test_a_message_id_cannot_be_reassigned_or_deleted() -> None:
     with pytest.raises(ValidationError):
         message.id = uuid.uuid4()  # type: ignore[misc]
     with pytest.raises(ValidationError):
-        del message.id  # type: ignore[misc]
+        del message.id
     assert message.id == before

@@ -37,7 +37,9 @@ def test_the_peer_memory_figure_does_not_depend_on_what_else_the_process_keeps(
 ) -> None:
     monkeypatch.setitem(_peer_worker.PEERS, "fixed size", (_Conversation, _turn))
     alone = asyncio.run(_peer_worker._memory("fixed size", COUNT))
-    others = [[] for _ in range(100_000)]  # what other peers' runs left alive: tracked objects
+    others: list[list[object]] = [
+        [] for _ in range(100_000)
+    ]  # what other peers' runs left alive: tracked objects
     beside_others = asyncio.run(_peer_worker._memory("fixed size", COUNT))
     del others
     one = _one_conversation_bytes()
