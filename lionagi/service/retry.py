@@ -18,7 +18,7 @@ import logging
 import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lionagi.errors import ConfigurationError
@@ -54,10 +54,29 @@ def _seconds(value: object) -> bool:
     )
 
 
+def _count(value: object) -> bool:
+    """An int >= 1 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _factor(value: object) -> bool:
+    """A number >= 1 (not a bool)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 1
+
+
 def _exception_types(value: object) -> bool:
     return isinstance(value, tuple) and all(
         isinstance(t, type) and issubclass(t, BaseException) for t in value
     )
+
+
+_SECONDS = "a finite number of seconds >= 0"
+
+
+def _setting(default: Any, valid: Callable[[object], bool], must_be: str) -> Any:
+    """A :class:`RetryPolicy` field that carries its own check: ``valid(value)``, and what the
+    value ``must_be`` when it fails (for the error)."""
+    return field(default=default, metadata={"valid": valid, "must_be": must_be})
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,55 +90,35 @@ class RetryPolicy:
     the caller can decide. ``retry_on`` adds exception types of your own to retry.
     """
 
-    attempts: int = 3
-    initial: float = 0.5
-    max_wait: float = 8.0
-    exp_base: float = 2.0
-    jitter: float = 0.5
-    max_retry_after: float = 60.0
-    retry_on: tuple[type[BaseException], ...] = ()
+    attempts: int = _setting(3, _count, "an int >= 1 (the first try counts)")
+    initial: float = _setting(0.5, _seconds, _SECONDS)
+    max_wait: float = _setting(8.0, _seconds, _SECONDS)
+    exp_base: float = _setting(2.0, _factor, "a number >= 1")
+    jitter: float = _setting(0.5, _seconds, _SECONDS)
+    max_retry_after: float = _setting(60.0, _seconds, _SECONDS)
+    retry_on: tuple[type[BaseException], ...] = _setting(
+        (), _exception_types, "a tuple of exception classes"
+    )
 
     def __post_init__(self) -> None:
-        self._check_attempts()
-        for name in ("initial", "max_wait", "jitter", "max_retry_after"):
-            value = getattr(self, name)
-            if not _seconds(value):
+        for setting in fields(self):
+            value = getattr(self, setting.name)
+            if not setting.metadata["valid"](value):
                 raise ConfigurationError(
-                    f"RetryPolicy.{name} must be a finite number of seconds >= 0, got {value!r}"
+                    f"RetryPolicy.{setting.name} must be {setting.metadata['must_be']}, "
+                    f"got {value!r}"
                 )
-        if not isinstance(self.exp_base, int | float) or not self.exp_base >= 1:
-            raise ConfigurationError(f"RetryPolicy.exp_base must be >= 1, got {self.exp_base!r}")
-        if not _exception_types(self.retry_on):
-            raise ConfigurationError(
-                f"RetryPolicy.retry_on must be a tuple of exception classes, got {self.retry_on!r}"
-            )
-
-    def _check_attempts(self) -> None:
-        if not isinstance(self.attempts, int) or isinstance(self.attempts, bool):
-            raise ConfigurationError(f"RetryPolicy.attempts must be an int, got {self.attempts!r}")
-        if self.attempts < 1:
-            raise ConfigurationError(
-                f"RetryPolicy.attempts must be at least 1 (the first try), got {self.attempts}"
-            )
 
     def to_dict(self) -> dict[str, float | int]:
         """The numeric settings (``retry_on`` types are code, not configuration)."""
-        return {
-            "attempts": self.attempts,
-            "initial": self.initial,
-            "max_wait": self.max_wait,
-            "exp_base": self.exp_base,
-            "jitter": self.jitter,
-            "max_retry_after": self.max_retry_after,
-        }
+        return {name: getattr(self, name) for name in _NUMERIC}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RetryPolicy:
-        unknown = sorted(set(data) - set(cls().to_dict()))
+        unknown = sorted(set(data) - set(_NUMERIC))
         if unknown:
             raise ConfigurationError(
-                f"RetryPolicy.from_dict: unknown settings {unknown}; known: "
-                f"{sorted(cls().to_dict())}"
+                f"RetryPolicy.from_dict: unknown settings {unknown}; known: {sorted(_NUMERIC)}"
             )
         return cls(**data)
 
@@ -151,6 +150,9 @@ class RetryPolicy:
         # jitter spreads the retries of many callers that failed together
         return base + random.uniform(0.0, self.jitter) if self.jitter else base
 
+
+#: the settings :meth:`RetryPolicy.to_dict` and ``from_dict`` carry: all but ``retry_on``
+_NUMERIC = tuple(setting.name for setting in fields(RetryPolicy) if setting.name != "retry_on")
 
 #: the policy an iModel uses when none is given: 3 attempts, 0.5 s then 1 s (+ up to 0.5 s)
 DEFAULT_RETRY = RetryPolicy()

@@ -5,6 +5,7 @@ Backoff waits run on a VirtualClock, so no test here sleeps; the waits asked for
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -287,12 +288,33 @@ def test_jitter_stays_within_its_bound() -> None:
         {"initial": -1},
         {"jitter": float("nan")},
         {"exp_base": 0.5},
+        {"exp_base": True},
+        {"max_wait": float("inf")},
         {"retry_on": (int,)},
     ],
 )
 def test_bad_policies_are_rejected(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ConfigurationError, match="RetryPolicy"):
+    ((name, value),) = kwargs.items()
+    message = rf"RetryPolicy\.{name} must be .*, got {re.escape(repr(value))}"
+    with pytest.raises(ConfigurationError, match=message):
         RetryPolicy(**kwargs)
+
+
+def test_every_numeric_setting_round_trips_and_unknown_ones_are_named() -> None:
+    policy = RetryPolicy(
+        attempts=4, initial=0.25, max_wait=3.0, exp_base=3.0, jitter=0.0, max_retry_after=9.0
+    )
+    assert policy.to_dict() == {
+        "attempts": 4,
+        "initial": 0.25,
+        "max_wait": 3.0,
+        "exp_base": 3.0,
+        "jitter": 0.0,
+        "max_retry_after": 9.0,
+    }
+    assert RetryPolicy.from_dict(policy.to_dict()) == policy
+    with pytest.raises(ConfigurationError, match=r"unknown settings \['retry_on'\]"):
+        RetryPolicy.from_dict({"retry_on": ()})
 
 
 def test_retry_argument_is_checked_and_round_trips() -> None:
