@@ -58,10 +58,11 @@ TurnPhase = Literal["active", "finalizing", "closed"]
 class Conversation(Protocol):
     """The part of a :class:`~lionagi.session.branch.Branch` that operations use.
 
-    Operation modules read and change a Branch through these members only (a test checks
-    their source); the turn fields (``_turn_lock``, ``_active_turn_context``) belong to
-    :mod:`lionagi.operations.turn`. Nested operations (ReAct's rounds) call the Branch's own
-    methods, so they pass the same parameter contract as a caller's call.
+    Operation modules read and change a Branch through these members only, and each member
+    is one they read (a test checks their source); the turn fields (``_turn_lock``,
+    ``_active_turn_context``) belong to :mod:`lionagi.operations.turn`. Nested operations
+    (ReAct's rounds) call the Branch's own methods, so they pass the same parameter contract as
+    a caller's call.
     """
 
     @property
@@ -76,8 +77,6 @@ class Conversation(Protocol):
     def msgs(self) -> MessageManager: ...
     @property
     def tools(self) -> ToolRegistry: ...
-    @property
-    def chat_model(self) -> iModel | None: ...
     @property
     def parse_model(self) -> iModel | None: ...
     @property
