@@ -4,13 +4,13 @@ The steps of ``Branch.stream`` / ``Branch.run``, the first one included, open no
 of their own: each wait of the body registers the scope it waits in with the turn's interrupt
 (the model's per-chunk timeout scope, or one opened for the opening of a model call, a tool
 batch, the context providers or a ``RunStart`` handler). These tests park the consumer at each
-kind of wait, in a later item's step and in the first item's, and close the stream from
-another task.
+kind of wait (the model's concurrency slot included), in a later item's step and in the first
+item's, and close the stream from another task.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -67,11 +67,14 @@ class _ParkingClock:
 
 
 async def _close_when_parked(
-    stream: TurnStream[Any], park: _Park, branch: Branch, recorder: Recorder
+    stream: TurnStream[Any],
+    parked: Callable[[], Awaitable[object]],
+    branch: Branch,
+    recorder: Recorder,
 ) -> list[Any]:
-    """Consume ``stream`` in a task; once it parks, close it from this task, and check that
-    the close stopped the wait itself and ended the turn cleanly. The items the consumer got
-    before it stopped."""
+    """Consume ``stream`` in a task; once ``parked()`` returns (the consumer waits), close it
+    from this task, and check that the close stopped the consumer and ended the turn cleanly.
+    The items the consumer got before it stopped."""
     got: list[Any] = []
     # a guard against hanging only: without the close the consumer would wait forever, and
     # this deadline would end it instead
@@ -82,10 +85,9 @@ async def _close_when_parked(
                 got.extend([event async for event in stream])
 
             group.start_soon(consume)
-            await park.reached.wait()
+            await parked()
             await stream.aclose()
     assert not deadline.cancel_called  # the close stopped the consumer, not the deadline
-    assert len(park.left) == 1  # the wait itself was cancelled (its finally ran)
     assert_idle(branch)
     [terminal] = recorder.terminals()
     assert isinstance(terminal, RunEnd)  # a close, not a failure
@@ -159,7 +161,7 @@ async def test_aclose_from_another_task_stops_the_consumer_at_each_wait(wait: st
     park = _Park()
     branch, recorder = _branch(wait, park)
     stream: TurnStream[Any] = branch.stream("go")
-    got = await _close_when_parked(stream, park, branch, recorder)
+    got = await _close_when_parked(stream, park.reached.wait, branch, recorder)
     assert got  # the consumer was past its first item
     assert park.left == [wait]
     if wait.startswith("next chunk"):
@@ -217,10 +219,48 @@ async def test_aclose_from_another_task_stops_the_consumer_waiting_for_its_first
     park = _Park()
     branch, recorder = _first_item_branch(wait, park)
     stream: TurnStream[Any] = branch.stream("go")
-    got = await _close_when_parked(stream, park, branch, recorder)
+    got = await _close_when_parked(stream, park.reached.wait, branch, recorder)
     assert got == []
     assert park.left == [wait]
     assert len(branch.msgs) == 1  # the system message: no instruction without its reply
+
+
+async def test_aclose_from_another_task_stops_the_wait_for_a_concurrency_slot() -> None:
+    """The model's one concurrency slot is held by another call: the stream's first item waits
+    for it (a wait inside anyio's limiter, guarded by the model call), and a close from another
+    task stops that wait; the slot is not leaked by the stopped wait."""
+    park = _Park()
+
+    async def pieces(messages: Any, **options: Any) -> AsyncIterator[str]:
+        if not park.reached.is_set():  # the first call holds the slot until it is closed
+            await park.wait_here("slot holder")
+        yield "answer"
+
+    model = FunctionModel(lambda m, **o: "", stream=pieces, concurrency_limit=1)
+    branch, recorder, _ = observed_branch(chat_model=model)
+    holder = model.stream([Instruction(instruction="hold the slot")])
+
+    async def hold() -> None:
+        await anext(holder)  # parked in the provider, holding the slot, until cancelled
+
+    async with anyio.create_task_group() as holding:
+        holding.start_soon(hold)
+        await park.reached.wait()
+        # every other task blocked: the consumer can only be waiting for the slot
+        got = await _close_when_parked(
+            branch.stream("go"), anyio.wait_all_tasks_blocked, branch, recorder
+        )
+        holding.cancel_scope.cancel()
+    await holder.aclose()
+    assert got == []
+    assert len(model.calls) == 1  # the stream never reached the provider: it waited for the slot
+    assert park.left == ["slot holder"]  # the holder stayed parked until it was cancelled
+    assert len(branch.msgs) == 0
+    with anyio.fail_after(10):  # the slot is free again: the stopped wait took none
+        async with branch.stream("again") as events:
+            assert [type(e) async for e in events if isinstance(e, TextDeltaEvent)] == [
+                TextDeltaEvent
+            ]
 
 
 class _Answer(BaseModel):
@@ -289,6 +329,6 @@ async def test_aclose_from_another_task_stops_a_live_operation_at_each_wait(
     park = _Park()
     branch, recorder = _live_branch(wait, park)
     stream = _open_live(branch, operation)
-    got = await _close_when_parked(stream, park, branch, recorder)
+    got = await _close_when_parked(stream, park.reached.wait, branch, recorder)
     assert got  # the consumer was past its first item
     assert park.left == [wait]
