@@ -18,6 +18,7 @@ import anyio
 from anyio.lowlevel import checkpoint
 from pydantic import BaseModel, JsonValue
 
+from lionagi._deferred import DeferredModule
 from lionagi._ids import new_id
 from lionagi._lazylock import LazyFifoLock
 from lionagi.errors import ConfigurationError, OperationError
@@ -59,6 +60,13 @@ from lionagi.session.logs import LogManager
 
 if TYPE_CHECKING:
     from lionagi.mcp import McpServer, ToolLoading
+    from lionagi.operations import act as _act
+    from lionagi.operations import interpret as _interpret
+    from lionagi.operations import live as _live
+    from lionagi.operations import operate as _operate
+    from lionagi.operations import parse as _parse
+    from lionagi.operations import react as _react
+    from lionagi.operations import run as _run
     from lionagi.operations.act import ActionInput
     from lionagi.operations.events import StreamEvent
     from lionagi.operations.types import TurnExecutionContext
@@ -66,12 +74,18 @@ if TYPE_CHECKING:
     from lionagi.session.observer import Observer
     from lionagi.session.session import Session
     from lionagi.session.signal import Signal
+else:
+    # The operation bodies other than chat are imported when a method first runs one: a
+    # program loads only the operations it uses, and no call pays for an import statement.
+    _act = DeferredModule("lionagi.operations.act")
+    _interpret = DeferredModule("lionagi.operations.interpret")
+    _live = DeferredModule("lionagi.operations.live")
+    _operate = DeferredModule("lionagi.operations.operate")
+    _parse = DeferredModule("lionagi.operations.parse")
+    _react = DeferredModule("lionagi.operations.react")
+    _run = DeferredModule("lionagi.operations.run")
 
 __all__ = ["Branch", "RestoreOptions"]
-
-# The operation bodies other than chat are imported by the methods that run them (after binding
-# the arguments, so ``locals()`` holds only the parameters): a program loads only the operations
-# it uses.
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -386,9 +400,7 @@ class Branch:
     ) -> M | str | None:
         """Parse ``text`` into ``response_format`` (see :func:`lionagi.operations.parse.parse`)."""
         params = bind(ParseParams, locals())
-        from lionagi.operations.parse import parse
-
-        result: M | str | None = await parse(self, params)
+        result: M | str | None = await _parse.parse(self, params)
         return result
 
     async def communicate(
@@ -422,9 +434,7 @@ class Branch:
         :class:`~lionagi.operations.events.ResultEvent` holding what ``communicate`` returns
         (see :func:`lionagi.operations.live.communicate_stream`)."""
         params = bind(CommunicateParams, arguments, operation="communicate_stream")
-        from lionagi.operations.live import communicate_stream
-
-        return communicate_stream(self, params)
+        return _live.communicate_stream(self, params)
 
     async def interpret(
         self,
@@ -437,9 +447,7 @@ class Branch:
     ) -> str:
         """Rewrite a raw request into a clearer prompt (nothing is recorded)."""
         params = bind(InterpretParams, locals())
-        from lionagi.operations.interpret import interpret
-
-        return await interpret(self, params)
+        return await _interpret.interpret(self, params)
 
     async def operate(
         self,
@@ -466,9 +474,7 @@ class Branch:
         """Structured output plus tool use, as one turn (see
         :func:`lionagi.operations.operate.operate`)."""
         params = bind(OperateParams, locals())
-        from lionagi.operations.operate import operate
-
-        return await operate(self, params)
+        return await _operate.operate(self, params)
 
     @same_parameters(operate)
     def operate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
@@ -477,9 +483,7 @@ class Branch:
         :class:`~lionagi.operations.events.ResultEvent` holding what ``operate`` returns (see
         :func:`lionagi.operations.live.operate_stream`)."""
         params = bind(OperateParams, arguments, operation="operate_stream")
-        from lionagi.operations.live import operate_stream
-
-        return operate_stream(self, params)
+        return _live.operate_stream(self, params)
 
     @overload
     async def act(
@@ -515,9 +519,7 @@ class Branch:
         Not a model turn: it joins the calling turn when there is one and takes no lock alone.
         """
         params = bind(ActParams, {k: v for k, v in locals().items() if k != "action_request"})
-        from lionagi.operations.act import act
-
-        return await act(self, action_request, params)
+        return await _act.act(self, action_request, params)
 
     async def ReAct(
         self,
@@ -544,18 +546,14 @@ class Branch:
         an :class:`Instruct` or dict as the first argument or as ``instruct=``; ``verbose``
         logs each round's analysis on the ``lionagi.react`` logger."""
         params = bind(ReActParams, locals())
-        from lionagi.operations.react import ReAct
-
-        return await ReAct(self, params)
+        return await _react.ReAct(self, params)
 
     @same_parameters(ReAct)
     def ReActStream(self, arguments: dict[str, Any]) -> TurnStream[Any]:
         """Like :meth:`ReAct` (its parameters), yielding each round's analysis then the final
         answer, as one stream turn (see :func:`lionagi.operations.react.ReActStream`). The
         analyses are always yielded, so ``return_analysis`` belongs to :meth:`ReAct`."""
-        from lionagi.operations.react import ReActStream
-
-        return ReActStream(self, _stream_react_params(arguments, "ReActStream"))
+        return _react.ReActStream(self, _stream_react_params(arguments, "ReActStream"))
 
     @same_parameters(ReAct)
     def ReActEvents(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
@@ -564,9 +562,7 @@ class Branch:
         and last the answer as a :class:`~lionagi.operations.events.ResultEvent` (see
         :func:`lionagi.operations.live.react_events`). ``return_analysis`` belongs to
         :meth:`ReAct`: the analyses arrive as events."""
-        from lionagi.operations.live import react_events
-
-        return react_events(self, _stream_react_params(arguments, "ReActEvents"))
+        return _live.react_events(self, _stream_react_params(arguments, "ReActEvents"))
 
     def run(
         self,
@@ -584,9 +580,7 @@ class Branch:
         """Stream a turn as the messages it commits, each recorded before it is yielded (see
         :func:`lionagi.operations.run.run`)."""
         params = bind(RunParams, locals())
-        from lionagi.operations.run import run
-
-        return run(self, params)
+        return _run.run(self, params)
 
     # -- logs, frames, closing ------------------------------------------------------------
     @property
@@ -642,9 +636,7 @@ class Branch:
         """Stream a :meth:`run` turn (its parameters) as live events: text and tool-call deltas
         as they arrive, tool starts and finishes, and each committed message (see
         :func:`lionagi.operations.run.stream`)."""
-        from lionagi.operations.run import stream
-
-        return stream(self, bind(RunParams, arguments, operation="stream"))
+        return _run.stream(self, bind(RunParams, arguments, operation="stream"))
 
     # -- copies and serialization --------------------------------------------------------
     async def aclone(self) -> Branch:
