@@ -22,7 +22,7 @@ import functools
 import logging
 import sys
 from collections.abc import Awaitable, Callable
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, Protocol
 
 from anyio import (
@@ -76,9 +76,7 @@ def current_task() -> object:
     loop = None if asyncio is None else asyncio._get_running_loop()  # stream asks every item
     if loop is not None:
         return asyncio.current_task(loop)  # type: ignore[union-attr]  # loop: asyncio is set
-    import trio
-
-    return trio.lowlevel.current_task()
+    return _trio().lowlevel.current_task()
 
 
 def task_info(task: object) -> TaskInfo:
@@ -103,9 +101,7 @@ def current_loop() -> object:
     loop = _running_asyncio_loop()
     if loop is not None:
         return loop
-    import trio
-
-    return trio.lowlevel.current_trio_token()
+    return _trio().lowlevel.current_trio_token()
 
 
 def checkpoint_if_cancelled() -> Awaitable[None]:
@@ -118,9 +114,7 @@ def checkpoint_if_cancelled() -> Awaitable[None]:
         if backend is None:
             return _anyio_checkpoint_if_cancelled()
         return backend.checkpoint_if_cancelled()
-    import trio
-
-    return trio.lowlevel.checkpoint_if_cancelled()  # noqa: ASYNC105 (the caller awaits it)
+    return _trio().lowlevel.checkpoint_if_cancelled()  # type: ignore[no-any-return]
 
 
 @functools.cache
@@ -156,9 +150,17 @@ def new_cancel_scope() -> CancelHandle:
     asyncio, trio's own on trio (anyio's trio scope wraps one; the two nest freely)."""
     if _running_asyncio_loop() is not None:
         return CancelScope()
+    scope: CancelHandle = _trio().CancelScope()
+    return scope
+
+
+@functools.cache
+def _trio() -> ModuleType:
+    """The ``trio`` module, imported once: the calls above run per turn or per stream item, and
+    an import statement costs each of them about 1k instructions even when trio is loaded."""
     import trio
 
-    return trio.CancelScope()
+    return trio
 
 
 def spawn_detached(fn: Callable[..., Awaitable[Any]], *args: Any) -> bool:
@@ -210,6 +212,4 @@ def _start_asyncio_task(
 
 
 def _start_trio_system_task(fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> None:
-    import trio
-
-    trio.lowlevel.spawn_system_task(_guarded, fn, args, name=getattr(fn, "__name__", None))
+    _trio().lowlevel.spawn_system_task(_guarded, fn, args, name=getattr(fn, "__name__", None))

@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 import anyio
 import httpx
-from anyio.lowlevel import current_token
 from httpx_sse import EventSource, ServerSentEvent, SSEError
 
+from lionagi._compat import current_loop
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.service._scrub import Scrubber
@@ -245,7 +245,7 @@ class HTTPProvider(Provider):
         return "pass api_key="
 
     def _make_client(self) -> httpx.AsyncClient:
-        self._client_loop = current_token().native_token
+        self._client_loop = current_loop()
         if self.http_client is not None:
             client = self.http_client()
             if not isinstance(client, httpx.AsyncClient):
@@ -280,7 +280,7 @@ class HTTPProvider(Provider):
         client = self._clients.current
         if client is None or client.is_closed:
             return
-        if self._client_loop is current_token().native_token:
+        if self._client_loop is current_loop():
             await client.aclose()
 
     # -- error translation -------------------------------------------------------------
