@@ -101,16 +101,11 @@ def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
 
 def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[_Item]:
     """The stream turn of :func:`run` (messages) or :func:`stream` (live events)."""
-    message = instruction_for(branch, params)
-    events = operation == "stream"
-
-    def invoke(scope: TurnScope) -> AsyncIterator[_Item]:
-        return _RunTurn(branch, scope, message, params, events).items()
-
+    body = _RunTurn(branch, instruction_for(branch, params), params, operation == "stream")
     return stream_in_turn(
         branch,
         model=params.chat_model,
-        invoke=invoke,
+        invoke=body.items,
         operation=operation,
         nests=False,
         guarded=True,
@@ -129,25 +124,24 @@ class _RunTurn:
     """
 
     branch: Branch
-    scope: TurnScope
     instruction: Instruction
     params: RunParams
     events: bool
-    native: bool = False  # the model is resolved when the turn's body starts
+    # set when the turn's body starts (items): the turn, the model's, the history's
+    scope: TurnScope = field(init=False)
+    native: bool = False
     tools: tuple[dict[str, Any], ...] = ()
     uncommitted: tuple[Message, ...] = field(init=False)
     rounds_left: int = field(init=False)  # tool rounds this turn may still run
 
-    def __post_init__(self) -> None:
+    async def items(self, scope: TurnScope) -> AsyncGenerator[_Item, None]:
+        """The turn's items, one model call a round; holds no cancel scope across a yield."""
+        self.scope, branch = scope, self.branch
         self.uncommitted = (self.instruction,)
         self.rounds_left = self.params.max_tool_rounds
-
-    async def items(self) -> AsyncGenerator[_Item, None]:
-        """The turn's items, one model call a round; holds no cancel scope across a yield."""
-        scope, branch = self.scope, self.branch
         model = model_for(scope, branch, self.params.chat_model)
         self.native = native = model.supports_native_tools
-        self.tools = branch.tools.schemas() if native and len(branch.tools) else ()
+        self.tools = branch.tools.schemas() if native and branch.has_tools else ()
         context, events = scope.context, self.events
         while self.rounds_left >= 0:
             chunks = await self.open_call(model)

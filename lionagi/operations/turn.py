@@ -892,13 +892,14 @@ class _StreamDriver(Generic[T]):
             # cancel scope (its waits register theirs with the consumer's interrupt, which
             # aclose() cancels).
             turn = self._turn
-            items = self._items  # None at the first item: _first_item starts the body
+            items = self._items  # None at the first item: the step starts the body
             assert turn is not None
             context = turn.context
             if context.nested_tasks or _instrument.tracer is not None:
                 return await self._full_step(state)
             consumer = self.consumer
-            task = current_task()
+            # the first item's task is the one that began the turn, in this same call
+            task = context.owner if items is None else current_task()
             ref = consumer.task
             if ref is None or ref() is not task:
                 consumer.task = weakref.ref(task)
@@ -923,7 +924,12 @@ class _StreamDriver(Generic[T]):
                 else:
                     interrupt.armed = True
                     try:
-                        value = await (self._first_item() if items is None else items.__anext__())
+                        if items is None:  # the first item: RunStart, then the body starts
+                            if self._wants_start():
+                                with interrupt.guard():  # a handler's waits are guarded
+                                    await turn._emit_start()
+                            items = self._open_items(turn)
+                        value = await items.__anext__()
                     except BaseException as exc:
                         error = exc
                     interrupt.armed = False
@@ -972,17 +978,23 @@ class _StreamDriver(Generic[T]):
         return True
 
     async def _first_item(self) -> T:
-        """The body of an ungrouped turn's first step: ``RunStart``, then the body's first item.
-        A guarded body's step has no cancel scope: a ``RunStart`` handler's wait is guarded."""
+        """The body of an unguarded, ungrouped turn's first step (in the step's cancel scope):
+        ``RunStart``, then the body's first item. A guarded body's first step runs in
+        :meth:`next`'s own frame."""
         turn = self._turn
         assert turn is not None
+        if self._wants_start():
+            await turn._emit_start()
+        return await anext(self._open_items(turn))
+
+    def _wants_start(self) -> bool:
         observer = self.branch.observer
-        if observer is not None and observer.wants(RunStart):
-            interrupt = self.consumer.interrupt
-            with _NO_GUARD if interrupt is None else interrupt.guard():
-                await turn._emit_start()
+        return observer is not None and observer.wants(RunStart)
+
+    def _open_items(self, turn: _Turn) -> AsyncIterator[T]:
+        """Start the body (at the first item's step): its iterator, also the turn's."""
         self._items = turn.context.stream_body = items = aiter(self.invoke(turn.scope))
-        return await anext(items)
+        return items
 
     async def _failed_step(self, error: BaseException | None) -> T:
         """End the turn after a quick step that failed or was closed from another task."""
@@ -1042,9 +1054,10 @@ class _StreamDriver(Generic[T]):
         context = self._turn.context
         if context.nested_tasks:  # calls that joined between items finish before the next one
             await _join_all(context.nested_tasks)
-        if self._items is None:
-            self._items = context.stream_body = aiter(self.invoke(self._turn.scope))
-        return await anext(self._items)
+        items = self._items
+        if items is None:
+            items = self._open_items(self._turn)
+        return await anext(items)
 
     async def _next_nested(self, entry: _Entry, scope: TurnScope) -> T:
         self._scope = scope

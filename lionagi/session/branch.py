@@ -318,6 +318,12 @@ class Branch:
             registry = self._tools = ToolRegistry()
         return registry
 
+    @property
+    def has_tools(self) -> bool:
+        """Whether a tool is registered; unlike ``len(branch.tools)``, makes no registry."""
+        registry = self._tools
+        return registry is not None and len(registry) > 0
+
     def register_tools(self, tools: ToolsArg, *, update: bool = False) -> tuple[Tool, ...]:
         """Register one tool or callable, or several (all or none); returns the Tools."""
         if isinstance(tools, Tool) or callable(tools):

@@ -251,6 +251,19 @@ async def test_native_tool_calls_run_with_act_then_the_model_answers() -> None:
     assert_idle(branch)
 
 
+async def test_a_branch_without_tools_offers_none_and_makes_no_registry() -> None:
+    model = echo_model()
+    branch = Branch(chat_model=model)
+    assert model.supports_native_tools
+    await collect(branch.run("hi"))
+    [request] = model.calls
+    assert request.tools == ()
+    assert not branch.has_tools
+    assert branch._tools is None  # reading has_tools, like the turn, made no registry
+    branch.register_tools(multiply)
+    assert branch.has_tools
+
+
 async def test_several_tool_calls_of_one_reply_are_answered_in_request_order() -> None:
     def reply(messages: Sequence[Message], **options: Any) -> Any:
         if isinstance(messages[-1], ActionResponse):
