@@ -14,10 +14,10 @@ resumes that session.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 
@@ -80,7 +80,7 @@ def run(branch: Branch, params: RunParams) -> TurnStream[Message]:
     ends the turn and closes the provider stream at once. Reply text still
     streaming when the turn stops is not recorded: the history holds whole messages only.
     """
-    return cast(TurnStream[Message], _start(branch, params, "run"))
+    return _start(branch, params, "run")
 
 
 def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
@@ -96,11 +96,13 @@ def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
     dropped). Same lifetime contract as :func:`run`: read it in ``async with``; closing it
     mid-reply closes the provider stream at once and records no part of the unfinished reply.
     """
-    return cast(TurnStream[StreamEvent], _start(branch, params, "stream"))
+    return _start(branch, params, "stream")
 
 
-def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[_Item]:
-    """The stream turn of :func:`run` (messages) or :func:`stream` (live events)."""
+def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[Any]:
+    """The stream turn of :func:`run` (messages) or :func:`stream` (live events). Typed
+    ``Any`` so that each returns it as its own item type: a ``cast(TurnStream[...], ...)``
+    would build the subscripted generic at every call (a few microseconds)."""
     body = _RunTurn(branch, instruction_for(branch, params), params, operation == "stream")
     return stream_in_turn(
         branch,
@@ -206,12 +208,12 @@ class _RunTurn:
             for item in self.handed_out(response):
                 yield item
 
-    async def open_call(self, model: iModel) -> AsyncIterator[StreamChunk]:
-        """Stream the model once, resuming the Branch's last CLI session with its provider.
-        Its waits (the context providers, the opening, each chunk) are guarded where they are
-        (see :func:`~lionagi.operations.turn.stream_in_turn`)."""
+    def open_call(self, model: iModel) -> Awaitable[AsyncIterator[StreamChunk]]:
+        """Stream the model once, resuming the Branch's last CLI session with its provider
+        (awaiting it opens the call). Its waits (the context providers, the opening, each
+        chunk) are guarded where they are (see :func:`~lionagi.operations.turn.stream_in_turn`)."""
         provider = model.provider_name
-        return await self.scope.stream_model(
+        return self.scope.stream_model(
             self.branch,
             model,
             ask=self.instruction,
