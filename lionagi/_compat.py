@@ -45,6 +45,7 @@ __all__ = [
     "spawn_detached",
     "spawn_threadsafe",
     "task_info",
+    "task_lookup",
 ]
 
 logger = logging.getLogger("lionagi")
@@ -77,6 +78,18 @@ def current_task() -> object:
     if loop is not None:
         return asyncio.current_task(loop)  # type: ignore[union-attr]  # loop: asyncio is set
     return _trio().lowlevel.current_task()
+
+
+def task_lookup() -> Callable[[], object]:
+    """A function that gives what :func:`current_task` gives, for the event loop running now,
+    at the backend's own price (no lookup of the backend per call): for a caller that asks
+    many times on one loop, such as a stream turn at every item. Call it from async code; the
+    function it returns only from tasks of this loop."""
+    loop = _running_asyncio_loop()
+    if loop is not None:
+        current: Callable[[], object] = functools.partial(sys.modules["asyncio"].current_task, loop)
+        return current
+    return _trio().lowlevel.current_task  # type: ignore[no-any-return]
 
 
 def task_info(task: object) -> TaskInfo:

@@ -73,16 +73,19 @@ def test_spawn_threadsafe_after_the_loop_ended_reports_false() -> None:
 
 
 async def test_current_task_is_the_running_task_by_anyio_id() -> None:
-    from lionagi._compat import current_task
+    from lionagi._compat import current_task, task_lookup
 
     seen: dict[str, tuple[object, int]] = {}
+    lookup = task_lookup()
 
     async def child(name: str) -> None:
+        assert lookup() is current_task()
         seen[name] = (current_task(), anyio.get_current_task().id)
 
     mine = current_task()
     assert id(mine) == anyio.get_current_task().id
     assert current_task() is mine  # the same object for the whole life of the task
+    assert lookup() is mine
     async with anyio.create_task_group() as group:
         group.start_soon(child, "a")
         group.start_soon(child, "b")

@@ -53,6 +53,7 @@ from lionagi._compat import (
     new_cancel_scope,
     spawn_detached,
     spawn_threadsafe,
+    task_lookup,
 )
 from lionagi._declared import unexpected_keywords
 from lionagi._ids import new_id
@@ -842,6 +843,7 @@ class _StreamDriver(Generic[T]):
         "_loop",
         "_scope",
         "_step",
+        "_task",
         "_turn",
         "branch",
         "consumer",
@@ -870,6 +872,7 @@ class _StreamDriver(Generic[T]):
         self._entry = _Entry.TOP_LEVEL
         self._items: AsyncIterator[T] | None = None
         self._loop: object = None  # the native event loop (lionagi._compat.current_loop)
+        self._task: Callable[[], object] | None = None  # current_task for that loop's tasks
         self._close_requested = False
         self._closed: anyio.Event | None = None
         # the one step record and binding of every step after the first of an ungrouped turn
@@ -898,8 +901,13 @@ class _StreamDriver(Generic[T]):
             if context.nested_tasks or _instrument.tracer is not None:
                 return await self._full_step(state)
             consumer = self.consumer
-            # the first item's task is the one that began the turn, in this same call
-            task = context.owner if items is None else current_task()
+            if items is None:  # the task that began the turn, in this same call
+                task = context.owner
+            else:
+                lookup = self._task
+                if lookup is None:  # made at the second item: a first item never needs it
+                    lookup = self._task = task_lookup()
+                task = lookup()
             ref = consumer.task
             if ref is None or ref() is not task:
                 consumer.task = weakref.ref(task)
