@@ -67,6 +67,7 @@ from lionagi.session.signal import (
     RunFailed,
     RunStart,
     _trusted,
+    _trusted_values,
     current_op_id,
 )
 
@@ -737,29 +738,32 @@ class _Turn:
         if not observer.wants(RunEnd if ended else RunFailed):
             return
         # one terminal signal: its class and its own fields follow the outcome; the turn's
-        # fields and its duration are the same for both
+        # fields come first and the duration last in both (their field order)
         kind: type[RunEnd | RunFailed]
-        fields: dict[str, Any]
+        own: tuple[Any, ...]
         if ended:
             usage = context.usage
             kind = RunEnd
-            fields = {
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "total_cost_usd": usage.cost_usd or 0.0,
-                "num_turns": context.model_calls,
-                "attempts": context.model_attempts,
-            }
+            own = (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cost_usd or 0.0,
+                context.model_calls,
+                context.model_attempts,
+            )
         else:
             kind = RunFailed
-            fields = {"data": outcome.error}
-        signal: RunEnd | RunFailed = _trusted[kind](
-            branch_id=self.branch.id,
-            turn_id=context.turn_id,
-            operation=context.operation,
-            op_id=current_op_id.get(),
-            duration_ms=(time.perf_counter() - self.started) * 1000.0,
-            **fields,
+            own = (outcome.error,)
+        signal: RunEnd | RunFailed = _trusted_values[kind](
+            (
+                self.branch.id,
+                time.time(),
+                context.turn_id,
+                context.operation,
+                current_op_id.get(),
+                *own,
+                (time.perf_counter() - self.started) * 1000.0,
+            )
         )
         try:
             rest = observer.send(signal, shielded=True)

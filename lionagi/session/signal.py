@@ -371,34 +371,40 @@ def _adapter(cls: type[S]) -> TypeAdapter[S]:
 
 def _rebuild(cls: type[S], values: tuple[Any, ...]) -> S:
     """Unpickle a signal (its field values, in order)."""
-    signal: S = _trusted[cls](**dict(zip(_field_names(cls), values, strict=True)))
+    signal: S = _trusted_values[cls](values)
     return signal
 
 
 class _TrustedConstructors(dict[type[Signal], Callable[..., Any]]):
     """``_trusted[cls]`` is ``cls``'s constructor for the library's own signals: keyword
     arguments as ``cls``'s, values already of the field types, defaults as ``cls``'s; nothing
-    is validated. Made on first use, then one dict lookup.
+    is validated. ``_trusted_values[cls](values)`` is the same from one tuple of every field's
+    value in ``cls``'s field order, with no defaults: a single build site that picks the class
+    at run time (the terminal signal) passes its fields with no ``**`` call, whose dict costs
+    more than the build itself, and unpickling passes the tuple it holds. Each is made on first
+    use, then one dict lookup.
 
     A validated build costs more than the rest of delivering a signal to a handler, and the
     turn driver builds a handful per observed turn from values it holds as the field types (ids,
-    counters, a message, an exception), so it builds them with this; anything a user builds is
+    counters, a message, an exception), so it builds them with these; anything a user builds is
     validated. The instance is filled through a mutable twin of ``cls`` with the same slots --
     plain slot writes -- and then given ``cls`` as its class (a signal refuses every
     assignment). The constructor is generated, once per class, as dataclasses generate their
     ``__init__``.
     """
 
+    def __init__(self, make: Callable[[type[Signal]], Callable[..., Any]]) -> None:
+        super().__init__()
+        self._make = make
+
     def __missing__(self, cls: type[Signal]) -> Callable[..., Any]:
-        build = self[cls] = _trusted_constructor(cls)
+        build = self[cls] = self._make(cls)
         return build
 
 
-_trusted = _TrustedConstructors()
-
-
-def _trusted_constructor(cls: type[S]) -> Callable[..., S]:
-    fields = _fields(cls)
+def _generated(cls: type[S], signature: str, body: list[str], namespace: dict[str, Any]) -> Any:
+    """``build(signature)``: ``body`` run on a new mutable twin of ``cls``, returned as a
+    ``cls``."""
     layout = {"__slots__": cls.__slots__} if "__slots__" in cls.__dict__ else {}
     twin = type(
         cls.__name__,
@@ -411,9 +417,26 @@ def _trusted_constructor(cls: type[S]) -> Callable[..., S]:
             "__qualname__": f"{cls.__qualname__}.<twin>",
         },
     )
-    namespace: dict[str, Any] = {"_new": object.__new__, "_twin": twin, "_cls": cls}
+    namespace.update(_new=object.__new__, _twin=twin, _cls=cls)
+    source = "\n".join(
+        [
+            f"def build({signature}):",
+            "    self = _new(_twin)",
+            *body,
+            "    self.__class__ = _cls",
+            "    return self",
+        ]
+    )
+    exec(source, namespace)
+    build = namespace["build"]
+    build.__qualname__ = f"{cls.__qualname__}.<trusted>"
+    return build
+
+
+def _keyword_constructor(cls: type[S]) -> Callable[..., S]:
+    namespace: dict[str, Any] = {"_MISSING": _MISSING}
     params, body = [], []
-    for field in fields:
+    for field in _fields(cls):
         name = field.name
         if field.default_factory is not dataclasses.MISSING:
             namespace[f"_factory_{name}"] = field.default_factory
@@ -426,17 +449,17 @@ def _trusted_constructor(cls: type[S]) -> Callable[..., S]:
             namespace[f"_default_{name}"] = field.default
             params.append(f"{name}=_default_{name}")
         body.append(f"    self.{name} = {name}")
-    namespace["_MISSING"] = _MISSING
-    source = "\n".join(
-        [
-            f"def build(*, {', '.join(params)}):",
-            "    self = _new(_twin)",
-            *body,
-            "    self.__class__ = _cls",
-            "    return self",
-        ]
-    )
-    exec(source, namespace)
-    build: Callable[..., S] = namespace["build"]
-    build.__qualname__ = f"{cls.__qualname__}.<trusted>"
+    build: Callable[..., S] = _generated(cls, f"*, {', '.join(params)}", body, namespace)
     return build
+
+
+def _values_constructor(cls: type[S]) -> Callable[[tuple[Any, ...]], S]:
+    targets = ", ".join(f"self.{name}" for name in _field_names(cls))
+    build: Callable[[tuple[Any, ...]], S] = _generated(
+        cls, "values", [f"    {targets}, = values"], {}
+    )
+    return build
+
+
+_trusted = _TrustedConstructors(_keyword_constructor)
+_trusted_values = _TrustedConstructors(_values_constructor)

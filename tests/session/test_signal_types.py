@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+import time
 from typing import Any
 from uuid import UUID
 
@@ -28,7 +29,8 @@ from lionagi import (
     Signal,
     ToolFailed,
 )
-from lionagi.protocols.messages import Instruction
+from lionagi.protocols.messages import Instruction, Usage
+from lionagi.service.types import ModelResponse
 from lionagi.testing import FunctionModel
 
 B = UUID(int=1)
@@ -200,6 +202,43 @@ async def test_the_signals_a_turn_builds_are_what_validation_builds_from_the_sam
         assert signal.branch_id is not None
         with pytest.raises(ValidationError):
             signal.turn_id = None
+
+
+async def test_a_turns_terminal_signal_holds_each_value_in_its_own_field() -> None:
+    """RunEnd and RunFailed are built from one tuple of field values: each value must land in
+    its field (two fields of one type swapped would still validate)."""
+    session = Session()
+    seen: list[Signal] = []
+    session.observe(Signal, lambda signal, _: seen.append(signal))
+    usage = Usage(input_tokens=11, output_tokens=7, cost_usd=0.25)
+    branch = session.new_branch(
+        chat_model=FunctionModel(lambda messages, **_: ModelResponse(text="ok", usage=usage))
+    )
+    before = time.time()
+    await branch.chat_and_record("hi")
+    error = RuntimeError("down")
+    with pytest.raises(RuntimeError):
+        await session.new_branch(
+            chat_model=FunctionModel(lambda messages, **_: (_ for _ in ()).throw(error))
+        ).chat("x")
+    after = time.time()
+    start, end, _, failed = (s for s in seen if isinstance(s, RunStart | RunEnd | RunFailed))
+    assert isinstance(end, RunEnd)
+    assert (end.branch_id, end.turn_id, end.operation, end.op_id) == (
+        branch.id,
+        start.turn_id,
+        "chat_and_record",
+        None,
+    )
+    assert (end.input_tokens, end.output_tokens, end.total_cost_usd) == (11, 7, 0.25)
+    assert (end.num_turns, end.attempts) == (1, 1)
+    assert isinstance(failed, RunFailed)
+    assert failed.data is error
+    assert failed.operation == "chat"
+    for signal in (end, failed):
+        assert before <= signal.created_at <= after
+        assert 0.0 < signal.duration_ms <= (after - before) * 1000.0
+        assert type(signal).model_validate(_values(signal)) == signal
 
 
 def test_a_signal_class_of_ones_own_is_declared_like_a_model() -> None:
