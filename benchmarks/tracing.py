@@ -10,6 +10,13 @@ trees on a shared, loaded machine. Each variant runs in two fresh interpreters t
 only in the number of turns; the difference of their totals over the difference of turns is
 the per-turn count (start-up and import cancel out).
 
+A count does depend on where the interpreter's objects land in memory: CPython's method
+cache is indexed by the address of the attribute name, so a few bytes more in the
+environment move the same tree's per-turn count by up to about 1 % (two trees differing only
+in code size move the same way). ``--layouts N`` counts every variant under N memory layouts
+(the environment padded by 0, 8, 16... bytes; every variant gets the same N) and reports the
+median: the same work on every side, with the layout's luck evened out.
+
 Each variant runs ``chat_and_record`` turns in batches (a fresh Branch every 100 turns, so
 history length does not matter), alternating with the "off" variant in one process; ratios
 are taken pair by pair, then the median. ``--baseline SRC`` points at a checkout of the
@@ -215,12 +222,14 @@ INSTRUCTION_TURNS = (50, 300)
 
 
 def _counted_run(
-    src: Path, cache: Path, turns: int, backend: str, mode: str, tool: list[str]
+    src: Path, cache: Path, turns: int, backend: str, mode: str, tool: list[str], layout: int = 0
 ) -> str:
     """Run the counted program under ``tool`` (a valgrind command line, or nothing) against
     the package tree ``src``; returns its stderr. Bytecode is cached under ``cache`` (this
-    machine may set PYTHONDONTWRITEBYTECODE: without a cache every run compiles the package)."""
+    machine may set PYTHONDONTWRITEBYTECODE: without a cache every run compiles the package).
+    ``layout`` pads the environment by ``8 * layout`` bytes (another memory layout)."""
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
+    env["BENCH_LAYOUT_PAD"] = "x" * (8 * layout)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(cache)
     program = _COUNTED + "\nimport lionagi; print(lionagi.__file__)\n"
@@ -239,21 +248,34 @@ def _counted_run(
 
 
 def _per_turn(
-    src: Path, cache: Path, backend: str, mode: str, window: tuple[int, int] = INSTRUCTION_TURNS
+    src: Path,
+    cache: Path,
+    backend: str,
+    mode: str,
+    window: tuple[int, int] = INSTRUCTION_TURNS,
+    layouts: int = 1,
 ) -> float:
+    """Instructions per turn: the median over ``layouts`` memory layouts of the two runs'
+    difference (both runs of a pair in the same layout)."""
     _counted_run(src, cache, 1, backend, mode, [])  # compiles and caches the bytecode
     low, high = window
     tool = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    counts = []
-    for turns in (low, high):
-        stderr = _counted_run(src, cache, turns, backend, mode, tool)
-        [total] = [line for line in stderr.splitlines() if "Collected :" in line]
-        counts.append(int(total.rsplit(":", 1)[1].strip()))
-    return (counts[1] - counts[0]) / (high - low)
+    per_layout = []
+    for layout in range(layouts):
+        counts = []
+        for turns in (low, high):
+            stderr = _counted_run(src, cache, turns, backend, mode, tool, layout)
+            [total] = [line for line in stderr.splitlines() if "Collected :" in line]
+            counts.append(int(total.rsplit(":", 1)[1].strip()))
+        per_layout.append((counts[1] - counts[0]) / (high - low))
+    return _median(per_layout)
 
 
 def _instruction_counts(
-    trees: dict[str, Path], window: tuple[int, int] = INSTRUCTION_TURNS, workers: int = 2
+    trees: dict[str, Path],
+    window: tuple[int, int] = INSTRUCTION_TURNS,
+    workers: int = 2,
+    layouts: int = 1,
 ) -> dict[str, Any]:
     """Instructions per turn of every tree with tracing off, and of this tree traced."""
     variants = [(name, src, "off") for name, src in trees.items()]
@@ -266,7 +288,7 @@ def _instruction_counts(
         def count(job: tuple[str, str, Path, str]) -> float:
             backend, _, src, mode = job
             cache = Path(caches) / str(list(trees.values()).index(src))  # one per tree
-            return _per_turn(src, cache, backend, mode, window)
+            return _per_turn(src, cache, backend, mode, window, layouts)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:  # each job runs its own processes
             per_job = {
@@ -283,9 +305,13 @@ def _instruction_counts(
 
 
 def _instructions_markdown(
-    results: dict[str, Any], command: str, window: tuple[int, int] = INSTRUCTION_TURNS
+    results: dict[str, Any],
+    command: str,
+    window: tuple[int, int] = INSTRUCTION_TURNS,
+    layouts: int = 1,
 ) -> str:
     low, high = window
+    median = f" The median over {layouts} memory layouts." if layouts > 1 else ""
     lines = [
         "# Tracing overhead in instructions per turn (callgrind)",
         "",
@@ -295,7 +321,7 @@ def _instructions_markdown(
         f"fresh Branch every {RESET} turns) under `valgrind --tool=callgrind`: the totals of "
         f"two fresh interpreters running {low} and {high} turns after the same warm-up, "
         f"difference over {high - low}. `PYTHONHASHSEED=0`. The ratio is to the first row "
-        "(the code before the instrumentation hooks).",
+        f"(the code before the instrumentation hooks).{median}",
         "",
         "| backend | tree / variant | instructions per turn | ratio |",
         "|---|---|---|---|",
@@ -370,6 +396,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=2, help="with --instructions: variants counted at once"
     )
+    parser.add_argument(
+        "--layouts",
+        type=int,
+        default=1,
+        help="with --instructions: count each variant under this many memory layouts and "
+        "report the median (an odd number; the layout moves a single count by up to ~1 %%)",
+    )
     args = parser.parse_args(argv)
     if args.instructions:
         if args.baseline is None:
@@ -381,14 +414,18 @@ def main(argv: list[str] | None = None) -> int:
         trees["now"] = ROOT
         low, _, high = args.turns.partition(",")
         window = (int(low), int(high))
-        counted = _instruction_counts(trees, window, args.workers)
+        if args.layouts < 1:
+            parser.error("--layouts must be at least 1")
+        counted = _instruction_counts(trees, window, args.workers, args.layouts)
         command = "python -m benchmarks.tracing --instructions --baseline <tree before the hooks>"
         command += "".join(f" --tree '{name}=<tree>'" for name in list(trees)[1:-1])
         if window != INSTRUCTION_TURNS:
             command += f" --turns {low},{high}"
+        if args.layouts > 1:
+            command += f" --layouts {args.layouts}"
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "tracing-instructions.json").write_text(json.dumps(counted, indent=2) + "\n")
-        text = _instructions_markdown(counted, command, window)
+        text = _instructions_markdown(counted, command, window, args.layouts)
         (args.out / "tracing-instructions.md").write_text(text)
         print(text)
         return 0
