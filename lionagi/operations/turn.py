@@ -35,7 +35,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
@@ -274,7 +274,7 @@ def start_nested(
 ) -> TaskHandle:
     """:meth:`TurnScope.start_soon`: start nested work in the calling step's task group."""
     context = scope.context
-    step = _open_step(context)
+    step = _open_step(context, _active_turn_var.get())
     if context.phase != "active" or step is None:
         raise TurnFinalizingError(
             f"turn {context.turn_id} is {context.phase}; nested work can only start while "
@@ -293,9 +293,11 @@ def start_nested(
     return handle
 
 
-def _open_step(context: TurnExecutionContext) -> StepGroup | None:
-    """The open task group new nested work of ``context`` belongs to, from the calling task."""
-    binding = _active_turn_var.get()
+def _open_step(
+    context: TurnExecutionContext, binding: _ActiveTurnBinding | None
+) -> StepGroup | None:
+    """The open task group new nested work of ``context`` belongs to, from the calling task
+    (``binding``: its turn binding)."""
     if binding is not None and binding.scope.context is context:
         step = binding.step
         if step is not None and step.open:
@@ -370,13 +372,13 @@ def schedule_message_signal(branch: Branch, message: Message) -> None:
         return
     context = branch._active_turn_context
     binding = _active_turn_var.get()
+    # (a binding to the Branch's live context is a binding of this Branch's turn)
     if (
         context is not None
         and context.phase != "closed"
         and binding is not None
-        and binding.branch_id == branch.id
         and binding.scope.context is context
-        and _open_step(context) is not None
+        and _open_step(context, binding) is not None
     ):
         signal = _trusted[MessageAdded](
             branch_id=branch.id, message=message, turn_id=context.turn_id
@@ -403,36 +405,97 @@ async def _drain_signals(context: TurnExecutionContext) -> None:
             with anyio.CancelScope(shield=True):
                 await context.delivered.wait()
             continue
-        await _deliver_queued(context)
+        rest = _deliver_queued(context)
+        if rest is not None:
+            await rest
 
 
-async def _deliver_queued(context: TurnExecutionContext) -> None:
+def _drain(context: TurnExecutionContext) -> Awaitable[None] | None:
+    """:func:`_drain_signals` without a coroutine when the queue's handlers are synchronous
+    and no other task of the turn is delivering: ``None`` once it is done, otherwise an
+    awaitable to await at once for the rest."""
+    if _delivering_var.get():
+        return None
+    if not context.delivering:
+        rest = _deliver_queued(context)
+        if rest is not None:
+            return _drain_after(rest, context)
+    return _drain_signals(context) if context.signals_pending else None
+
+
+async def _drain_after(rest: Awaitable[None], context: TurnExecutionContext) -> None:
+    await rest
+    await _drain_signals(context)
+
+
+def _deliver_queued(context: TurnExecutionContext) -> Awaitable[None] | None:
+    """Deliver the queue from the calling task until a handler returns an awaitable: ``None``
+    when every signal was delivered, else an awaitable to await at once that awaits that
+    handler and delivers the rest. The delivery is marked (``delivering``, ``_delivering_var``,
+    the step's interrupt disarmed) until it ends."""
     context.delivering = True
     token = _delivering_var.set(True)
     # the delivery is shielded: a handler's own waits must not register with the step's interrupt
     consumer = context.consumer
     interrupt = None if consumer is None else consumer.interrupt
-    armed = interrupt is not None and interrupt.armed
-    if armed:
-        interrupt.armed = False  # type: ignore[union-attr]  # armed: not None
+    if interrupt is not None and interrupt.armed:
+        interrupt.armed = False
+    else:
+        interrupt = None
     try:
-        pending = context.pending_signals
-        while pending:
-            observer, signal = pending.popleft()
+        rest = _send_queued(context)
+    except BaseException:
+        _end_delivery(context, token, interrupt)
+        raise
+    if rest is None:
+        _end_delivery(context, token, interrupt)
+        return None
+    return _deliver_rest(context, rest, token, interrupt)
+
+
+async def _deliver_rest(
+    context: TurnExecutionContext,
+    rest: Awaitable[None] | None,
+    token: Token[bool],
+    interrupt: Interrupt | None,
+) -> None:
+    try:
+        while rest is not None:
             try:
-                rest = observer.send(signal, shielded=True)
-                if rest is not None:
-                    await rest
+                await rest
             except Exception:  # emit contains handler errors; guard the turn anyway
                 logger.exception("message signal delivery failed in turn %s", context.turn_id)
+            rest = _send_queued(context)
     finally:
-        if armed:
-            interrupt.armed = True  # type: ignore[union-attr]
-        _delivering_var.reset(token)
-        context.delivering = False
-        delivered, context.delivered = context.delivered, None
-        if delivered is not None:
-            delivered.set()
+        _end_delivery(context, token, interrupt)
+
+
+def _send_queued(context: TurnExecutionContext) -> Awaitable[None] | None:
+    """Send the queued signals in order until a handler returns an awaitable (returned)."""
+    pending = context.pending_signals
+    while pending:
+        observer, signal = pending.popleft()
+        try:
+            rest = observer.send(signal, shielded=True)
+        except Exception:  # emit contains handler errors; guard the turn anyway
+            logger.exception("message signal delivery failed in turn %s", context.turn_id)
+            continue
+        if rest is not None:
+            return rest
+    return None
+
+
+def _end_delivery(
+    context: TurnExecutionContext, token: Token[bool], interrupt: Interrupt | None
+) -> None:
+    """End a delivery: re-arm the interrupt it disarmed, and wake a task waiting for it."""
+    if interrupt is not None:
+        interrupt.armed = True
+    _delivering_var.reset(token)
+    context.delivering = False
+    delivered, context.delivered = context.delivered, None
+    if delivered is not None:
+        delivered.set()
 
 
 def guard_wait(scope: TurnScope) -> AbstractContextManager[None]:
@@ -566,7 +629,9 @@ async def _step_cleanup(context: TurnExecutionContext, pending: set[Any]) -> Non
             await _cancel_and_join(pending)
             context.nested_tasks.difference_update(mine)
     if context.signals_pending:
-        await _drain_signals(context)
+        rest = _drain(context)
+        if rest is not None:
+            await rest
 
 
 async def _run_nested(
@@ -665,7 +730,9 @@ class _Turn:
         if first and observer is not None and observer.wants(RunStart):
 
             async def run() -> T:
-                await self._emit_start()
+                rest = self._send_start()
+                if rest is not None:
+                    await rest
                 return await body()
 
         return _in_step_group(
@@ -713,12 +780,19 @@ class _Turn:
             self.release()
 
     async def _emit_start(self) -> None:
+        rest = self._send_start()
+        if rest is not None:
+            await rest
+
+    def _send_start(self) -> Awaitable[None] | None:
+        """Send ``RunStart`` (see :meth:`Observer.send`: an awaitable to await at once, when a
+        handler returned one)."""
         observer = self.branch.observer
         if observer is None or not observer.wants(RunStart):
-            return
+            return None
         # Not shielded: a RunStart handler that blocks is cancelled with the caller, and the turn
         # then ends with its one RunFailed.
-        rest = observer.send(
+        return observer.send(
             _trusted[RunStart](
                 branch_id=self.branch.id,
                 turn_id=self.context.turn_id,
@@ -726,8 +800,6 @@ class _Turn:
                 op_id=current_op_id.get(),
             )
         )
-        if rest is not None:
-            await rest
 
     async def _emit_terminal(self, outcome: StepOutcome[Any]) -> None:
         observer = self.branch.observer
