@@ -609,7 +609,9 @@ async def _run_step(
         if owner and (ends_turn or error is not None):
             context.phase = "finalizing"
         # the owner's step ends all nested work of the turn; a joined call ends its own
-        await _step_cleanup(context, context.nested_tasks if owner else step.started)
+        pending = context.nested_tasks if owner else step.started
+        if pending or context.signals_pending:  # idle, the step ends without a coroutine
+            await _step_cleanup(context, pending)
     finally:
         _active_turn_var.reset(token)
         if traced is not None:  # a joined call's failure is not the turn's
