@@ -38,7 +38,7 @@ from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, cast
 from uuid import UUID
 
 import anyio
@@ -908,6 +908,10 @@ async def run_in_turn(
         del outcome  # it holds the error, whose traceback holds this frame: no cycle
 
 
+def _no_task_lookup() -> object:
+    raise AssertionError("a quick step runs only once the turn has begun")
+
+
 class _StreamDriver(Generic[T]):
     """The state machine behind one :class:`TurnStream`. It holds no reference to the stream
     object, so dropping the stream frees it by reference counting and reports the abandonment."""
@@ -950,7 +954,7 @@ class _StreamDriver(Generic[T]):
         self._entry = _Entry.TOP_LEVEL
         self._items: AsyncIterator[T] | None = None
         self._loop: object = None  # the native event loop (lionagi._compat.current_loop)
-        self._task: Callable[[], object] | None = None  # current_task for that loop's tasks
+        self._task: Callable[[], object] = _no_task_lookup  # current_task, once the turn began
         self._close_requested = False
         self._closed: anyio.Event | None = None
         # the one step record and binding of every step after the first of an ungrouped turn
@@ -963,9 +967,7 @@ class _StreamDriver(Generic[T]):
     async def next(self) -> T:
         state = self.state
         if state is _NOT_STARTED:
-            if not await self._begin():
-                return await self._full_step(state)
-            state = _BETWEEN_STEPS
+            state = await self._begin()  # still NOT_STARTED: the steps are full ones
         step = self._step
         if state is _BETWEEN_STEPS and step is not None:
             # A step of an ungrouped turn (the first one once the turn has begun): one step
@@ -979,13 +981,8 @@ class _StreamDriver(Generic[T]):
             if context.nested_tasks or _instrument.tracer is not None:
                 return await self._full_step(state)
             consumer = self.consumer
-            if items is None:  # the task that began the turn, in this same call
-                task = context.owner
-            else:
-                lookup = self._task
-                if lookup is None:  # made at the second item: a first item never needs it
-                    lookup = self._task = task_lookup()
-                task = lookup()
+            # the first item runs in the task that began the turn, in this same call
+            task = context.owner if items is None else self._task()
             ref = consumer.task
             if ref is None or ref() is not task:
                 consumer.task = weakref.ref(task)
@@ -999,14 +996,7 @@ class _StreamDriver(Generic[T]):
             token = _active_turn_var.set(self._binding)
             try:
                 if interrupt is None:
-                    cancel_scope = step.cancel_scope = new_cancel_scope()
-                    with cancel_scope:
-                        try:
-                            value = await (
-                                self._first_item() if items is None else items.__anext__()
-                            )
-                        except BaseException as exc:
-                            error = exc
+                    value, error = await self._scoped_item(step, items)
                 else:
                     interrupt.armed = True
                     try:
@@ -1037,31 +1027,46 @@ class _StreamDriver(Generic[T]):
                 error = None  # this frame is in the error's traceback: no cycle through it
         return await self._full_step(state)
 
-    async def _begin(self) -> bool:
-        """Start the turn, or find the live turn this stream nests in. True when the steps are
-        quick ones (an ungrouped top-level turn, no tracer): the first is then run by
-        :meth:`next` itself, and the state is BETWEEN_STEPS."""
+    async def _begin(self) -> DriverState:
+        """Start the turn, or find the live turn this stream nests in. BETWEEN_STEPS when the
+        steps are quick ones (an ungrouped top-level turn, no tracer): the first is then run by
+        :meth:`next` itself; else NOT_STARTED, for :meth:`_full_step` to start."""
         try:
             entry, nested = _classify(self.branch)
             if nested is not None:
                 self._entry, self._scope = entry, nested
-                return False
+                return _NOT_STARTED
             self._loop = current_loop()
             self._turn = begun = await _Turn.begin(self.branch, self.model, self.options)
             begun.context.consumer = self.consumer
             if self.options.get("nests", True):
-                return False
+                return _NOT_STARTED
             # the task id is set by each step (the consumer's task may change)
             self._step = StepGroup(None, 0, self.consumer.interrupt)
             self._binding = _ActiveTurnBinding(self.branch.id, begun.scope, self._step)
+            self._task = task_lookup()
         except BaseException:  # cancelled while waiting, or no model: nothing started
             self.state = _CLOSED
             self.consumer.closed = True
             raise
         if _instrument.tracer is not None:
-            return False
+            return _NOT_STARTED
         self.state = _BETWEEN_STEPS
-        return True
+        return _BETWEEN_STEPS
+
+    async def _scoped_item(
+        self, step: StepGroup, items: AsyncIterator[T] | None
+    ) -> tuple[T, BaseException | None]:
+        """One item of a body that does not guard its own waits, in a cancel scope of the
+        step's (which aclose() cancels): the item and None, or a placeholder and the error that
+        ended it (caught inside the scope, which would otherwise swallow its own cancellation)."""
+        with (cancel_scope := new_cancel_scope()):
+            step.cancel_scope = cancel_scope
+            try:
+                return await (self._first_item() if items is None else items.__anext__()), None
+            except BaseException as exc:
+                return cast("T", None), exc
+        raise AssertionError("unreachable: the scope's own cancellation is caught inside it")
 
     async def _first_item(self) -> T:
         """The body of an unguarded, ungrouped turn's first step (in the step's cancel scope):
