@@ -610,7 +610,9 @@ async def _run_step(
             context.phase = "finalizing"
         # the owner's step ends all nested work of the turn; a joined call ends its own
         pending = context.nested_tasks if owner else step.started
-        if pending or context.signals_pending:  # idle, the step ends without a coroutine
+        # idle (context.signals_pending, read without a property call), the step ends without
+        # a coroutine
+        if pending or context.delivering or context.pending_signals:
             await _step_cleanup(context, pending)
     finally:
         _active_turn_var.reset(token)
