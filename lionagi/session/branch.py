@@ -61,6 +61,7 @@ from lionagi.session.logs import LogManager
 if TYPE_CHECKING:
     from lionagi.mcp import McpServer, ToolLoading
     from lionagi.operations import act as _act
+    from lionagi.operations import communicate as _communicate
     from lionagi.operations import interpret as _interpret
     from lionagi.operations import live as _live
     from lionagi.operations import operate as _operate
@@ -78,6 +79,7 @@ else:
     # The operation bodies other than chat are imported when a method first runs one: a
     # program loads only the operations it uses, and no call pays for an import statement.
     _act = DeferredModule("lionagi.operations.act")
+    _communicate = DeferredModule("lionagi.operations.communicate")
     _interpret = DeferredModule("lionagi.operations.interpret")
     _live = DeferredModule("lionagi.operations.live")
     _operate = DeferredModule("lionagi.operations.operate")
@@ -429,9 +431,7 @@ class Branch:
         """Record an exchange; return the reply text or the reply parsed into
         ``response_format``."""
         params = bind(CommunicateParams, locals())
-        from lionagi.operations.communicate import communicate
-
-        return await communicate(self, params)
+        return await _communicate.communicate(self, params)
 
     @same_parameters(communicate)
     def communicate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
