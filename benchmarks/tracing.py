@@ -2,13 +2,22 @@
 and -- with ``--baseline`` -- tracing off against the code before the instrumentation hooks.
 
 ``python -m benchmarks.tracing [--quick] [--baseline SRC] [--out DIR]``
-``python -m benchmarks.tracing --instructions --baseline SRC [--tree NAME=SRC ...]``
+``python -m benchmarks.tracing --instructions [--without-hooks] [--baseline SRC]
+[--tree NAME=SRC ...]``
+``python -m benchmarks.tracing --write-without-hooks DIR``
 
 ``--instructions`` counts machine instructions per turn under ``valgrind --tool=callgrind``
 instead of timing: the count does not depend on what else the machine runs, so it compares
 trees on a shared, loaded machine. Each variant runs in two fresh interpreters that differ
 only in the number of turns; the difference of their totals over the difference of turns is
 the per-turn count (start-up and import cancel out).
+
+``--without-hooks`` adds the figure #17 asks for, the cost of tracing off: the same tree
+copied with its instrumentation hooks removed (``iModel.invoke``/``send`` call the retry loop
+directly, a stream goes straight to ``provider.stream`` and writes no log record, the turn
+driver's tracer lines are deleted), counted beside it. A removal that no longer matches the
+code stops the run. ``--write-without-hooks DIR`` only writes that copy (to count it with
+``benchmarks.instructions``, say).
 
 A count does depend on where the interpreter's objects land in memory: CPython's method
 cache is indexed by the address of the attribute name, so a few bytes more in the
@@ -29,6 +38,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -177,6 +188,98 @@ def _against_baseline(baseline: Path, turns: int, batches: int, rounds: int) -> 
     }
 
 
+# -- the same tree without the hooks ------------------------------------------------------------
+# What "tracing off" is measured against: this tree with the instrumentation hooks removed, so
+# the two differ only in the hooks (and the Branch's log records the model-call hooks write).
+# Each removal names the text it replaces; one that does not match exactly as often as expected
+# stops the run (the code moved on: update the removal, never count a half-stripped tree).
+_WITHOUT_HOOKS: tuple[tuple[str, str, str, int], ...] = (
+    # iModel.invoke and iModel.send call the retry loop directly: no tracer, no log record
+    (
+        "lionagi/service/imodel.py",
+        r"await _instrument\.invoke\(self, request, on_retry\)",
+        "await self._retried(request, on_retry)",
+        2,
+    ),
+    # a stream goes straight to the provider's chunks and writes no log record
+    (
+        "lionagi/service/imodel.py",
+        r"log = _instrument\.stream_log\(self, request\)",
+        "log = None",
+        1,
+    ),
+    (
+        "lionagi/service/imodel.py",
+        r"_instrument\.stream\(self, request, (self\.provider\.stream\(request\))\)",
+        r"\1",
+        1,
+    ),
+    # the turn driver's tracer lines: a step's trace, its end, the turn's trace closed at release
+    (
+        "lionagi/operations/turn.py",
+        r"\n *traced = None if _instrument\.tracer is None else _instrument\.turn_step\(.*\)",
+        "",
+        1,
+    ),
+    (
+        "lionagi/operations/turn.py",
+        r"\n( *)if traced is not None:.*\n\1    _instrument\.turn_step_done\(.*\)",
+        "",
+        1,
+    ),
+    (
+        "lionagi/operations/turn.py",
+        r"\n( *)if context\.trace is not None:.*\n\1    context\.trace\.close\(\)",
+        "",
+        1,
+    ),
+    (
+        "lionagi/operations/turn.py",
+        r"if context\.nested_tasks or _instrument\.tracer is not None:",
+        "if context.nested_tasks:",
+        1,
+    ),
+    (
+        "lionagi/operations/turn.py",
+        r"\n( *)if _instrument\.tracer is not None:\n\1    return _NOT_STARTED",
+        "",
+        1,
+    ),
+)
+# what may still name the instrumentation module in a stripped file (the turn binding's
+# ContextVar lives there; StreamLog is named in a type alias)
+_HOOKS_LEFT = {
+    "lionagi/service/imodel.py": {"StreamLog"},
+    "lionagi/operations/turn.py": {"active_turn"},
+}
+
+
+def strip_hooks(src: Path, dest: Path) -> Path:
+    """Copy the package ``src/lionagi`` to ``dest/lionagi`` without the instrumentation hooks
+    (see ``_WITHOUT_HOOKS``); returns ``dest``. Raises RuntimeError naming the removal that
+    did not apply, or a hook left in a stripped file."""
+    shutil.copytree(src / "lionagi", dest / "lionagi", ignore=shutil.ignore_patterns("__pycache__"))
+    texts: dict[str, str] = {}
+    for name, pattern, replacement, expected in _WITHOUT_HOOKS:
+        text = texts.get(name)
+        if text is None:
+            text = (dest / name).read_text()
+        text, found = re.subn(pattern, replacement, text)
+        if found != expected:
+            raise RuntimeError(
+                f"removing the hooks: {pattern!r} matched {found} times in {name}, expected "
+                f"{expected}; update benchmarks/tracing.py's _WITHOUT_HOOKS to the code"
+            )
+        texts[name] = text
+    for name, text in texts.items():
+        left = set(re.findall(r"_instrument\.(\w+)", text)) - _HOOKS_LEFT[name]
+        if left:
+            raise RuntimeError(f"removing the hooks: {name} still calls _instrument.{left}")
+        compile(text, name, "exec")  # a removal that broke the file fails here, not in a count
+        (dest / name).write_text(text)
+    return dest
+
+
 # -- instruction counts (callgrind) ---------------------------------------------------------------
 # Runs ``TURNS`` turns after a warm-up, on one backend, with tracing off / no-op / SDK.
 _COUNTED = """
@@ -219,6 +322,7 @@ anyio.run(main, backend=BACKEND)
 """
 
 INSTRUCTION_TURNS = (50, 300)
+WITHOUT_HOOKS = "now without the hooks"
 
 
 def _counted_run(
@@ -277,7 +381,8 @@ def _instruction_counts(
     workers: int = 2,
     layouts: int = 1,
 ) -> dict[str, Any]:
-    """Instructions per turn of every tree with tracing off, and of this tree traced."""
+    """Instructions per turn of every tree with tracing off, and of this tree traced (the
+    ratios are to the first tree)."""
     variants = [(name, src, "off") for name, src in trees.items()]
     variants += [("now, traced (no-op API tracer)", ROOT, "noop")]
     variants += [("now, traced (SDK, in-memory exporter)", ROOT, "sdk")]
@@ -312,6 +417,7 @@ def _instructions_markdown(
 ) -> str:
     low, high = window
     median = f" The median over {layouts} memory layouts." if layouts > 1 else ""
+    first = next(iter(next(iter(results.values()))))
     lines = [
         "# Tracing overhead in instructions per turn (callgrind)",
         "",
@@ -321,7 +427,7 @@ def _instructions_markdown(
         f"fresh Branch every {RESET} turns) under `valgrind --tool=callgrind`: the totals of "
         f"two fresh interpreters running {low} and {high} turns after the same warm-up, "
         f"difference over {high - low}. `PYTHONHASHSEED=0`. The ratio is to the first row "
-        f"(the code before the instrumentation hooks).{median}",
+        f"({first}).{median}",
         "",
         "| backend | tree / variant | instructions per turn | ratio |",
         "|---|---|---|---|",
@@ -330,6 +436,14 @@ def _instructions_markdown(
         for name, row in rows.items():
             lines.append(
                 f"| {backend} | {name} | {row['instructions_per_turn']:,} | {row['ratio']:.4f} |"
+            )
+    if all(WITHOUT_HOOKS in rows for rows in results.values()):
+        lines += ["", "Tracing off over the same tree without the hooks:", ""]
+        for backend, rows in results.items():
+            bare, off = (rows[name]["instructions_per_turn"] for name in (WITHOUT_HOOKS, "now"))
+            lines.append(
+                f"- {backend}: {bare:,} -> {off:,} instructions per turn, "
+                f"{off - bare:+,} ({(off - bare) / bare:+.2%})"
             )
     return "\n".join(lines) + "\n"
 
@@ -397,6 +511,18 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=2, help="with --instructions: variants counted at once"
     )
     parser.add_argument(
+        "--without-hooks",
+        action="store_true",
+        help="with --instructions: also count this tree with its instrumentation hooks removed "
+        "(the cost of tracing off)",
+    )
+    parser.add_argument(
+        "--write-without-hooks",
+        type=Path,
+        metavar="DIR",
+        help="only write this tree without its hooks to DIR/lionagi, and exit",
+    )
+    parser.add_argument(
         "--layouts",
         type=int,
         default=1,
@@ -404,21 +530,32 @@ def main(argv: list[str] | None = None) -> int:
         "report the median (an odd number; the layout moves a single count by up to ~1 %%)",
     )
     args = parser.parse_args(argv)
+    if args.write_without_hooks is not None:
+        print(strip_hooks(ROOT, args.write_without_hooks) / "lionagi")
+        return 0
     if args.instructions:
-        if args.baseline is None:
-            parser.error("--instructions needs --baseline")
-        trees = {"before the hooks": args.baseline}
-        for item in args.tree:
-            name, _, src = item.partition("=")
-            trees[name] = Path(src)
-        trees["now"] = ROOT
+        if args.baseline is None and not args.without_hooks:
+            parser.error("--instructions needs --baseline or --without-hooks")
         low, _, high = args.turns.partition(",")
         window = (int(low), int(high))
         if args.layouts < 1:
             parser.error("--layouts must be at least 1")
-        counted = _instruction_counts(trees, window, args.workers, args.layouts)
-        command = "python -m benchmarks.tracing --instructions --baseline <tree before the hooks>"
-        command += "".join(f" --tree '{name}=<tree>'" for name in list(trees)[1:-1])
+        with tempfile.TemporaryDirectory() as stripped:
+            trees = {} if args.baseline is None else {"before the hooks": args.baseline}
+            for item in args.tree:
+                name, _, src = item.partition("=")
+                trees[name] = Path(src)
+            if args.without_hooks:
+                trees[WITHOUT_HOOKS] = strip_hooks(ROOT, Path(stripped))
+            trees["now"] = ROOT
+            counted = _instruction_counts(trees, window, args.workers, args.layouts)
+        command = "python -m benchmarks.tracing --instructions"
+        if args.without_hooks:
+            command += " --without-hooks"
+        if args.baseline is not None:
+            command += " --baseline <tree before the hooks>"
+        named = [name for name in trees if name not in ("before the hooks", WITHOUT_HOOKS, "now")]
+        command += "".join(f" --tree '{name}=<tree>'" for name in named)
         if window != INSTRUCTION_TURNS:
             command += f" --turns {low},{high}"
         if args.layouts > 1:
