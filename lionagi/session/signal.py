@@ -212,36 +212,24 @@ class MessageAdded(Signal):
 
 
 def build_run_end(
-    branch: Any,
-    *,
-    turn_id: UUID | None = None,
-    duration_ms: float = 0.0,
-    result: Any = None,
-    usage: Usage | None = None,
-    num_turns: int = 0,
-    attempts: int | None = None,
-    operation: str | None = None,
-    op_id: str | None = None,
+    branch: Any, *, turn_id: UUID | None = None, duration_ms: float = 0.0, result: Any = None
 ) -> RunEnd:
-    """The :class:`RunEnd` for a finished turn of ``branch``.
+    """The :class:`RunEnd` of a turn of ``branch`` that ended with ``result`` (ADR-0018 D5).
 
-    ``usage`` is what the turn's model calls reported; without it, a ``result`` that carries a
-    ``usage`` attribute is used. ``num_turns`` counts model calls and ``attempts`` the requests
-    they sent (``num_turns`` when not given).
+    The tokens and cost come from ``result.usage`` when ``result`` carries a
+    :class:`~lionagi.protocols.messages.Usage` there, else they are zero. This is the
+    signature the ADR names; the turn driver builds its own ``RunEnd`` with every field, and
+    any other combination is ``RunEnd(...)`` with the fields by name.
     """
-    if usage is None:
-        candidate = getattr(result, "usage", None)
-        usage = candidate if isinstance(candidate, Usage) else Usage()
+    usage = getattr(result, "usage", None)
+    if not isinstance(usage, Usage):
+        usage = Usage()
     return RunEnd(
         branch_id=getattr(branch, "id", None),
         turn_id=turn_id,
-        operation=operation,
-        op_id=op_id,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         total_cost_usd=usage.cost_usd or 0.0,
-        num_turns=num_turns,
-        attempts=num_turns if attempts is None else attempts,
         duration_ms=duration_ms,
     )
 

@@ -14,6 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from lionagi import (
+    Branch,
     FlowEnd,
     FlowStart,
     MessageAdded,
@@ -31,6 +32,7 @@ from lionagi import (
 )
 from lionagi.protocols.messages import Instruction, Usage
 from lionagi.service.types import ModelResponse
+from lionagi.session.signal import build_run_end
 from lionagi.testing import FunctionModel
 
 B = UUID(int=1)
@@ -239,6 +241,26 @@ async def test_a_turns_terminal_signal_holds_each_value_in_its_own_field() -> No
         assert before <= signal.created_at <= after
         assert 0.0 < signal.duration_ms <= (after - before) * 1000.0
         assert type(signal).model_validate(_values(signal)) == signal
+
+
+def test_build_run_end_takes_the_adrs_arguments_and_reads_the_results_usage() -> None:
+    """ADR-0018 D5: ``build_run_end(branch, *, turn_id, duration_ms, result)`` forwards the turn
+    id and takes tokens and cost from ``result.usage``; every other field is RunEnd's own."""
+    branch = Branch()
+    reply = ModelResponse(text="ok", usage=Usage(input_tokens=4, output_tokens=2, cost_usd=0.5))
+    end = build_run_end(branch, turn_id=T, duration_ms=3.5, result=reply)
+    assert (end.branch_id, end.turn_id, end.duration_ms) == (branch.id, T, 3.5)
+    assert (end.input_tokens, end.output_tokens, end.total_cost_usd) == (4, 2, 0.5)
+    assert (end.num_turns, end.attempts, end.operation, end.op_id) == (0, 0, None, None)
+    bare = build_run_end(object(), result="no usage here")
+    assert (bare.branch_id, bare.turn_id, bare.input_tokens, bare.total_cost_usd) == (
+        None,
+        None,
+        0,
+        0.0,
+    )
+    with pytest.raises(TypeError):
+        build_run_end(branch, num_turns=2)  # type: ignore[call-arg]  # a RunEnd field
 
 
 def test_a_signal_class_of_ones_own_is_declared_like_a_model() -> None:
