@@ -20,9 +20,10 @@ from lionagi.session.control import check_control
 from lionagi.session.signal import ModelRetry
 
 if TYPE_CHECKING:
-    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.operations.types import TurnScope
     from lionagi.protocols.messages import Instruction, Message
     from lionagi.service.retry import RetryAttempt, RetryHook
+    from lionagi.session.branch import Branch
 
 __all__ = ["close_stream", "prepare_call"]
 
@@ -31,7 +32,7 @@ logger = logging.getLogger("lionagi.turn")
 
 async def prepare_call(
     scope: TurnScope,
-    branch: Conversation,
+    branch: Branch,
     ask: Instruction | None,
     pending: Sequence[Message],
     messages: Sequence[Message] | None,
@@ -57,7 +58,7 @@ async def prepare_call(
     return messages, _retry_hook(branch, scope)
 
 
-def _retry_hook(branch: Conversation, scope: TurnScope) -> RetryHook | None:
+def _retry_hook(branch: Branch, scope: TurnScope) -> RetryHook | None:
     """A hook that emits :class:`ModelRetry` for the turn, or ``None`` if nobody listens."""
     observer = branch.observer
     if observer is None or not observer.wants(ModelRetry):

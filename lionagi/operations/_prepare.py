@@ -21,7 +21,8 @@ from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ChatParams, CommunicateParams, OperateParams, RunParams
-    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.operations.types import TurnScope
+    from lionagi.session.branch import Branch
 
 __all__ = [
     "answer_format",
@@ -113,7 +114,7 @@ def _given_instruction(instruction: Instruction, *extras: object) -> Instruction
 
 
 def instruction_for(
-    branch: Conversation,
+    branch: Branch,
     params: ChatParams | CommunicateParams | OperateParams | RunParams,
     response_format: type[BaseModel] | Mapping[str, Any] | None = None,
 ) -> Instruction:
@@ -145,7 +146,7 @@ def _caller_text(name: str, value: Any) -> Any:
 
 def model_for(
     scope: TurnScope,
-    branch: Conversation,
+    branch: Branch,
     explicit: iModel | None,
     role: Literal["chat", "parse"] = "chat",
 ) -> iModel:
@@ -164,7 +165,7 @@ def model_for(
 
 
 async def apply_context_providers(
-    branch: Conversation, instruction: Instruction, scope: TurnScope
+    branch: Branch, instruction: Instruction, scope: TurnScope
 ) -> None:
     """Gather the Branch's context providers into the turn (once per turn, ADR-0018 D3)."""
     context = scope.context
@@ -182,7 +183,7 @@ async def apply_context_providers(
 
 
 def request_messages(
-    branch: Conversation, scope: TurnScope, pending: Sequence[Message] = ()
+    branch: Branch, scope: TurnScope, pending: Sequence[Message] = ()
 ) -> Sequence[Message]:
     """History plus ``pending`` (messages of this request that are not recorded), with the
     turn's provider blocks rendered into a request-only copy of the system message. The

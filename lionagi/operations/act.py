@@ -37,7 +37,7 @@ from lionagi.session.signal import ToolFailed
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ActParams
-    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.operations.types import TurnScope
     from lionagi.session.branch import Branch
 
 __all__ = ["ActionInput", "ActionStrategy", "act", "act_batch", "to_action_request"]
@@ -165,7 +165,7 @@ class _Outcome:
 
 
 async def _run_batch(
-    branch: Conversation,
+    branch: Branch,
     scope: TurnScope | None,
     requests: list[ActionRequest],
     strategy: ActionStrategy,
@@ -206,7 +206,7 @@ def _raise_first_error(outcomes: list[_Outcome]) -> None:
 
 
 async def _run_calls(
-    branch: Conversation,
+    branch: Branch,
     requests: list[ActionRequest],
     outcomes: list[_Outcome | None],
     turn_id: UUID | None,
@@ -232,7 +232,7 @@ async def _run_calls(
             return
 
 
-def _record_requests(branch: Conversation, requests: list[ActionRequest]) -> None:
+def _record_requests(branch: Branch, requests: list[ActionRequest]) -> None:
     new: list[ActionRequest] = []
     for request in requests:
         if request not in branch.msgs and all(request.id != r.id for r in new):
@@ -241,7 +241,7 @@ def _record_requests(branch: Conversation, requests: list[ActionRequest]) -> Non
         branch.msgs.extend(new)
 
 
-async def _call(branch: Conversation, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
+async def _call(branch: Branch, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
     """One call, traced when a tracer is installed and recorded in the Branch's logs. Never
     raises an ``Exception``; cancellation and other ``BaseException`` propagate (and a
     cancelled call is not logged: it has no response)."""
@@ -265,7 +265,7 @@ def _response_of(outcome: _Outcome) -> ActionResponse:
     return outcome.response
 
 
-async def _run_call(branch: Conversation, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
+async def _run_call(branch: Branch, request: ActionRequest, turn_id: UUID | None) -> _Outcome:
     """Authorize, look up, validate and run, convert the output."""
     try:
         await _authorize(branch, request)
@@ -301,7 +301,7 @@ async def _run_call(branch: Conversation, request: ActionRequest, turn_id: UUID 
 
 
 async def _report_failure(
-    branch: Conversation, request: ActionRequest, turn_id: UUID | None, exc: Exception
+    branch: Branch, request: ActionRequest, turn_id: UUID | None, exc: Exception
 ) -> None:
     """Tell the developer: a log record with the traceback and the call's identity, then a
     :class:`ToolFailed` signal. The model only ever sees the concise error result."""
@@ -338,7 +338,7 @@ async def _report_failure(
         )
 
 
-async def _authorize(branch: Conversation, request: ActionRequest) -> None:
+async def _authorize(branch: Branch, request: ActionRequest) -> None:
     observer = branch.observer
     if observer is None:
         return

@@ -12,7 +12,7 @@ from lionagi.protocols.messages import ActionRequest, AssistantResponse, Instruc
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ChatParams
-    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.operations.types import TurnScope
     from lionagi.service.imodel import iModel
     from lionagi.service.types import ModelResponse
     from lionagi.session.branch import Branch
@@ -36,7 +36,7 @@ def _reply_message(response: ModelResponse) -> AssistantResponse:
 
 
 def record_response(
-    branch: Conversation, response: ModelResponse, instruction: Instruction | None = None
+    branch: Branch, response: ModelResponse, instruction: Instruction | None = None
 ) -> AssistantResponse:
     """Record a model reply: the assistant message, then one ActionRequest per tool call.
 
@@ -90,7 +90,7 @@ async def chat(branch: Branch, params: ChatParams, *, record: bool = False) -> A
 
 async def ask(
     scope: TurnScope,
-    branch: Conversation,
+    branch: Branch,
     chat_model: iModel | None,
     message: Instruction,
     options: Mapping[str, Any],

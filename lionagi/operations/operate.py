@@ -40,7 +40,7 @@ from lionagi.protocols.messages import ActionRequest, ActionResponse, Instructio
 
 if TYPE_CHECKING:
     from lionagi.operations.params import OperateParams
-    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.operations.types import TurnScope
     from lionagi.service.imodel import iModel
     from lionagi.service.types import ModelResponse
     from lionagi.session.branch import Branch
@@ -79,7 +79,7 @@ def _with_request(
 
 
 def _record(
-    branch: Conversation, response: ModelResponse, instruction: Instruction
+    branch: Branch, response: ModelResponse, instruction: Instruction
 ) -> list[ActionRequest]:
     """Record the instruction with its reply; return the ActionRequests of its tool calls."""
     record_response(branch, response, instruction)
@@ -267,7 +267,7 @@ def _missing_answer(fmt: type[BaseModel], handle_validation: HandleValidation, t
     )
 
 
-def _json_requests(branch: Conversation, parsed: BaseModel, *, record: bool) -> list[ActionRequest]:
+def _json_requests(branch: Branch, parsed: BaseModel, *, record: bool) -> list[ActionRequest]:
     """The JSON protocol's ``action_requests`` as ActionRequest messages (recorded here only
     when they will not run; ``act`` records what it runs)."""
     asked = getattr(parsed, "action_requests", None) or []

@@ -17,7 +17,7 @@ from lionagi.service.imodel import iModel
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ParseParams
-    from lionagi.operations.types import Conversation, TurnScope
+    from lionagi.operations.types import TurnScope
     from lionagi.session.branch import Branch
 
 __all__ = ["HandleValidation", "parse", "parse_in_scope"]
@@ -31,7 +31,7 @@ _REFORMAT_SYSTEM = (
 
 
 async def parse_in_scope(
-    branch: Conversation,
+    branch: Branch,
     scope: TurnScope,
     text: str,
     response_format: type[M],

@@ -1,12 +1,9 @@
-"""Runtime state of one top-level turn (ADR-0018 D1), the scope operation bodies receive, and
-the part of a Branch operations use.
+"""Runtime state of one top-level turn (ADR-0018 D1) and the scope operation bodies receive.
 
 A :class:`TurnExecutionContext` is created when a top-level turn acquires its Branch and is
 dropped after finalization. It is never serialized. A :class:`TurnScope` is what operation
 bodies get: the shared context plus whether this entry owns the lifecycle; its
-:meth:`~TurnScope.call_model` is the one way an operation calls a model. :class:`Conversation`
-is everything operations read or change on a Branch: public members only (the turn module alone
-keeps the Branch's turn fields).
+:meth:`~TurnScope.call_model` is the one way an operation calls a model.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
@@ -29,20 +26,18 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from lionagi.operations.turn import StepGroup, StreamConsumer
-    from lionagi.protocols.context_providers import ContextProviderRegistry, ProviderReport
-    from lionagi.protocols.messages import Instruction, Message, MessageManager, System
-    from lionagi.protocols.tools import ToolRegistry
+    from lionagi.protocols.context_providers import ProviderReport
+    from lionagi.protocols.messages import Instruction, Message
     from lionagi.service.imodel import iModel
     from lionagi.service.retry import RetryHook
     from lionagi.service.types import ModelResponse, StreamChunk
-    from lionagi.service.usage_limits import UsageLimits
+    from lionagi.session.branch import Branch
     from lionagi.session.control import LoopControl
     from lionagi.session.logs import LogManager
     from lionagi.session.observer import Observer
     from lionagi.session.signal import MessageAdded
 
 __all__ = [
-    "Conversation",
     "NestedWork",
     "TaskHandle",
     "TurnExecutionContext",
@@ -53,44 +48,6 @@ __all__ = [
 logger = logging.getLogger("lionagi.turn")
 
 TurnPhase = Literal["active", "finalizing", "closed"]
-
-
-class Conversation(Protocol):
-    """The part of a :class:`~lionagi.session.branch.Branch` that operations use.
-
-    Operation modules read and change a Branch through these members only, and each member
-    is one they read (a test checks their source); the turn fields (``_turn_lock``,
-    ``_active_turn_context``) belong to :mod:`lionagi.operations.turn`. Nested operations
-    (ReAct's rounds) call the Branch's own methods, so they pass the same parameter contract as
-    a caller's call.
-    """
-
-    @property
-    def id(self) -> UUID: ...
-    @property
-    def name(self) -> str | None: ...
-    @property
-    def user(self) -> str | None: ...
-    @property
-    def system(self) -> System | None: ...
-    @property
-    def msgs(self) -> MessageManager: ...
-    @property
-    def tools(self) -> ToolRegistry: ...
-    @property
-    def has_tools(self) -> bool: ...
-    @property
-    def parse_model(self) -> iModel | None: ...
-    @property
-    def usage_limits(self) -> UsageLimits | None: ...
-    @property
-    def logs(self) -> LogManager: ...
-    @property
-    def observer(self) -> Observer | None: ...
-    @property
-    def context_providers(self) -> ContextProviderRegistry | None: ...
-    @property
-    def resume_ids(self) -> MutableMapping[str, str]: ...
 
 
 class NestedWork(Protocol):
@@ -253,7 +210,7 @@ class TurnScope:
 
     async def call_model(
         self,
-        branch: Conversation,
+        branch: Branch,
         model: iModel,
         *,
         ask: Instruction | None = None,
@@ -285,7 +242,7 @@ class TurnScope:
 
     async def stream_model(
         self,
-        branch: Conversation,
+        branch: Branch,
         model: iModel,
         *,
         ask: Instruction,

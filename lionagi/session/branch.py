@@ -2,8 +2,8 @@
 
 This module holds the aggregate itself: construction, accessors, cloning and serialization.
 Turns (model calls) are run by :mod:`lionagi.operations.turn`, which uses the private turn
-fields created here; the Branch holds no other turn state. Operations use the Branch only
-through its public members listed by :class:`lionagi.operations.types.Conversation`.
+fields created here; the Branch holds no other turn state. Operations use only its public
+members (``tests/operations/test_branch_interface.py`` reads their source to check).
 """
 
 from __future__ import annotations

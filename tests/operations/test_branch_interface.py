@@ -1,8 +1,8 @@
-"""Operations use a Branch only through :class:`~lionagi.operations.types.Conversation`.
+"""Operations use only a Branch's public members.
 
 Read from the source: every ``branch.<name>`` (or ``self.branch.<name>``) in an operation module
-is a member of the protocol or one of the Branch's operation methods, never a private field. The
-turn module is the one exception: it owns the Branch's turn fields (ADR-0018), and touches no other
+is a public member of :class:`~lionagi.session.branch.Branch`, never a private field. The turn
+module is the one exception: it owns the Branch's turn fields (ADR-0018), and touches no other
 private field.
 """
 
@@ -15,21 +15,10 @@ import pytest
 
 import lionagi.operations
 from lionagi import Branch
-from lionagi.operations.params import OPERATION_PARAMS
-from lionagi.operations.types import Conversation
 from lionagi.testing import FunctionModel
 
 _PACKAGE = Path(lionagi.operations.__file__).parent
 _TURN_MODULE = "turn.py"
-#: what the protocol declares (its members, from the class body)
-_MEMBERS = frozenset(
-    node.name
-    for node in ast.parse(Path(lionagi.operations.types.__file__).read_text(encoding="utf-8")).body
-    if isinstance(node, ast.ClassDef) and node.name == "Conversation"
-    for node in node.body
-    if isinstance(node, ast.FunctionDef)
-)
-_OPERATIONS = frozenset(OPERATION_PARAMS) | {"stream"}
 
 
 def _branch_attributes(source: str) -> list[tuple[int, str]]:
@@ -50,23 +39,21 @@ def _operation_modules() -> list[Path]:
     return sorted(p for p in _PACKAGE.glob("*.py") if p.name != _TURN_MODULE)
 
 
-def test_the_protocol_lists_the_members_operations_use() -> None:
-    used = {
+def _used_members() -> set[str]:
+    return {
         name
         for module in _operation_modules()
         for _, name in _branch_attributes(module.read_text(encoding="utf-8"))
     }
-    assert used - _OPERATIONS == _MEMBERS  # nothing declared that no operation reads
-    assert not any(name.startswith("_") for name in _MEMBERS)
 
 
 @pytest.mark.parametrize("module", _operation_modules(), ids=lambda p: p.name)
-def test_operation_modules_use_only_the_conversation_protocol(module: Path) -> None:
+def test_operation_modules_use_only_public_branch_members(module: Path) -> None:
     used = _branch_attributes(module.read_text(encoding="utf-8"))
     outside = [
         f"{module.name}:{line} branch.{name}"
         for line, name in used
-        if name not in _MEMBERS and name not in _OPERATIONS
+        if name.startswith("_") or not hasattr(Branch, name)
     ]
     assert outside == []
 
@@ -90,12 +77,13 @@ async def _note(branch: object, instruction: object) -> str:
     return "a note"
 
 
-def test_a_branch_implements_the_protocol() -> None:
+def test_the_members_operations_read_exist_and_reading_them_creates_nothing() -> None:
     branch = Branch(chat_model=FunctionModel(lambda messages, **options: "ok"))
-    view: Conversation = branch
-    for name in _MEMBERS:
-        getattr(view, name)
-    assert view.context_providers is None  # reading it creates no registry
-    assert view.observer is None
+    used = _used_members()
+    assert {"msgs", "tools", "logs", "context_providers", "observer"} <= used
+    for name in used:
+        getattr(branch, name)
+    assert branch.context_providers is None  # reading it creates no registry
+    assert branch.observer is None
     branch.providers.register(_note)
-    assert view.context_providers is branch.providers
+    assert branch.context_providers is branch.providers
