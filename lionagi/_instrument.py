@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import partial
 from time import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -223,22 +224,18 @@ def stream(
     return chunks if active is None else active.model_stream(model, request, chunks)
 
 
+@dataclass(slots=True, eq=False)
 class StreamLog:
     """The log record of one streamed model call made in a turn, written by ``iModel`` when
     the stream ends (no iterator of its own around the chunks: a stream is logged at no cost
-    per chunk)."""
+    per chunk). ``started`` is when it was made: the call's start."""
 
-    __slots__ = ("branch_id", "logs", "model", "request", "started", "turn")
-
-    def __init__(
-        self, model: iModel, request: ModelRequest, logs: LogManager, branch_id: Any, turn: int
-    ) -> None:
-        self.model = model
-        self.request = request
-        self.logs = logs
-        self.branch_id = branch_id
-        self.turn = turn
-        self.started = time()
+    model: iModel
+    request: ModelRequest
+    logs: LogManager
+    branch_id: Any
+    turn: int
+    started: float = field(default_factory=time)
 
     def done(self, response: ModelResponse | None, error: BaseException | None) -> None:
         """The stream ended: with ``response`` (its final chunk's), or failed with ``error``."""
