@@ -693,29 +693,7 @@ class _Turn:
     async def begin(cls, branch: Branch, model: iModel | None, options: TurnOptions) -> _Turn:
         lock = branch._turn_lock
         await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
-        try:
-            role = options.get("role", "chat")
-            resolved = model
-            if resolved is None:
-                resolved = branch.parse_model if role == "parse" else branch.chat_model
-            if resolved is None:
-                raise ConfigurationError(
-                    f"Branch {branch.name or branch.id} has no {role} model; pass "
-                    f"{'parse_model' if role == 'parse' else 'chat_model'}=iModel(...) to the "
-                    "Branch or a model to the call"
-                )
-            context = TurnExecutionContext(
-                turn_id=new_id(),
-                model=resolved,
-                owner=current_task(),
-                operation=options.get("operation"),
-                logs=branch.logs,
-            )
-            assert branch._active_turn_context is None, "turn lock held by two turns"
-            branch._active_turn_context = context
-        except BaseException:
-            lock.release()
-            raise
+        context = _open_context(branch, model, options, lock)
         return cls(branch, context, lock, options.get("nests", True))
 
     def step(
@@ -853,18 +831,53 @@ class _Turn:
         if self._released:
             return
         self._released = True
-        context = self.context
-        branch = self.branch
-        branch._last_context_report = context.provider_report
-        context.phase = "closed"
-        context.pending_signals.clear()
-        context.consumer = None
-        context.stream_body = None
-        if branch._active_turn_context is context:
-            branch._active_turn_context = None
-        if context.trace is not None:  # a tracer saw the turn
-            context.trace.close()
-        self.lock.release()
+        _close_context(self.branch, self.context, self.lock)
+
+
+def _open_context(
+    branch: Branch, model: iModel | None, options: TurnOptions, lock: Any
+) -> TurnExecutionContext:
+    """The context of a top-level turn that holds ``lock`` (the Branch's turn lock), with the
+    Branch pointing at it. On failure (no model to use) the lock is released."""
+    try:
+        role = options.get("role", "chat")
+        resolved = model
+        if resolved is None:
+            resolved = branch.parse_model if role == "parse" else branch.chat_model
+        if resolved is None:
+            raise ConfigurationError(
+                f"Branch {branch.name or branch.id} has no {role} model; pass "
+                f"{'parse_model' if role == 'parse' else 'chat_model'}=iModel(...) to the "
+                "Branch or a model to the call"
+            )
+        context = TurnExecutionContext(
+            turn_id=new_id(),
+            model=resolved,
+            owner=current_task(),
+            operation=options.get("operation"),
+            logs=branch.logs,
+        )
+        assert branch._active_turn_context is None, "turn lock held by two turns"
+        branch._active_turn_context = context
+    except BaseException:
+        lock.release()
+        raise
+    return context
+
+
+def _close_context(branch: Branch, context: TurnExecutionContext, lock: Any) -> None:
+    """The end of a top-level turn: publish its report, phase "closed", clear the Branch's
+    pointer, close its trace, release the lock. Call once, after the terminal (if any)."""
+    branch._last_context_report = context.provider_report
+    context.phase = "closed"
+    context.pending_signals.clear()
+    context.consumer = None
+    context.stream_body = None
+    if branch._active_turn_context is context:
+        branch._active_turn_context = None
+    if context.trace is not None:  # a tracer saw the turn
+        context.trace.close()
+    lock.release()
 
 
 # -- public drivers ---------------------------------------------------------------------------
@@ -896,6 +909,8 @@ async def run_in_turn(
     entry, nested = _classify(branch)
     if nested is not None:
         return await _run_nested(branch, entry, nested, lambda: invoke(nested))
+    if branch.observer is None and options.get("nests") is False:
+        return await _run_unobserved(branch, model, options, invoke)
     turn = await _Turn.begin(branch, model, options)
     try:
         outcome = await turn.step(
@@ -908,6 +923,68 @@ async def run_in_turn(
         return _unwrap(outcome)
     finally:
         del outcome  # it holds the error, whose traceback holds this frame: no cycle
+
+
+async def _run_unobserved(
+    branch: Branch,
+    model: iModel | None,
+    options: TurnOptions,
+    invoke: Callable[[TurnScope], Awaitable[T]],
+) -> T:
+    """A top-level coroutine turn that nobody observes (its Branch has no observer when it
+    starts) and whose body starts no nested work (``nests=False``): :class:`_Turn`'s begin,
+    one ungrouped step and finish in one frame, with the same guarantees (FIFO lock, context
+    and binding, ``start_soon`` refused, nested entries from other tasks cancelled and
+    awaited, shielded cleanup, binding reset and lock released on every way out).
+
+    Having started unobserved, the turn emits no lifecycle signal, even if an observer appears
+    while it runs (no terminal without its start); message signals queued by such an observer
+    are delivered before the lock is released.
+    """
+    lock = branch._turn_lock
+    await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
+    context = _open_context(branch, model, options, lock)
+    try:
+        scope = TurnScope(context, owns_lifecycle=True)
+        step = StepGroup(None, id(context.owner))
+        context.step_group = step
+        token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
+        traced = None if _instrument.tracer is None else _instrument.turn_step(branch, context)
+        value: T | None = None
+        error: BaseException | None = None
+        try:
+            try:
+                value = await invoke(scope)
+            except BaseException as exc:  # re-raised once the turn is closed
+                error = exc
+            context.phase = "finalizing"
+            if context.nested_tasks or context.delivering or context.pending_signals:
+                await _step_cleanup(context, context.nested_tasks)
+        finally:
+            _active_turn_var.reset(token)
+            step.open = False
+            context.step_group = None
+            if traced is not None:
+                _instrument.turn_step_done(traced, error, True)
+        if error is not None:
+            # the event loop holds a cancellation it delivered (with its traceback, so the
+            # turn's frames) until the task next yields
+            await cancel_shielded_checkpoint()
+        if context.delivering or context.pending_signals:  # queued after the step closed
+            token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope))
+            try:
+                with anyio.CancelScope(shield=True):
+                    await _drain_signals(context)
+            finally:
+                _active_turn_var.reset(token)
+    finally:
+        _close_context(branch, context, lock)
+    if error is not None:
+        try:
+            raise error
+        finally:
+            error = None  # this frame is in the error's traceback: no cycle through it
+    return value  # type: ignore[return-value]  # set whenever error is None
 
 
 def _no_task_lookup() -> object:
