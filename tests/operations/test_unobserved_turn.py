@@ -1,0 +1,272 @@
+"""The one-frame path of a turn nobody observes whose body starts no nested work.
+
+``run_in_turn`` runs such a turn (the Branch has no observer when it starts, the operation
+passes ``nests=False``) without the general driver's step machinery. These tests pin which
+turns take it, and that it keeps the general path's guarantees: FIFO, refused ``start_soon``,
+joined calls cancelled and then stale, an error re-raised unchanged, and a Branch left idle by
+a cancellation at every point of the turn.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import anyio
+import pytest
+from anyio.lowlevel import checkpoint
+
+from lionagi.errors import ConfigurationError
+from lionagi.operations import turn as turn_module
+from lionagi.operations.turn import TurnFinalizingError, _active_turn_var, run_in_turn
+from lionagi.operations.types import TurnScope
+from lionagi.protocols.messages import AssistantResponse, Instruction
+from lionagi.session.branch import Branch
+from lionagi.session.session import Session
+from lionagi.session.signal import Signal
+from lionagi.testing import FunctionModel
+from tests.helpers import Recorder, assert_idle, echo_model, observed_branch
+
+
+async def _value(scope: TurnScope) -> str:
+    return "value"
+
+
+@pytest.fixture
+def quick_turns(monkeypatch: pytest.MonkeyPatch) -> list[Branch]:
+    """The Branches of the turns that took the one-frame path, in order."""
+    taken: list[Branch] = []
+    original = turn_module._run_unobserved
+
+    async def spy(branch: Branch, *args: Any) -> Any:
+        taken.append(branch)
+        return await original(branch, *args)
+
+    monkeypatch.setattr(turn_module, "_run_unobserved", spy)
+    return taken
+
+
+async def test_only_unobserved_turns_that_start_no_nested_work_take_the_one_frame_path(
+    quick_turns: list[Branch],
+) -> None:
+    plain = Branch(chat_model=echo_model())
+    assert await run_in_turn(plain, model=None, invoke=_value, nests=False) == "value"
+    assert quick_turns == [plain]
+
+    # a body that may nest, or a Branch with an observer: the general path
+    assert await run_in_turn(plain, model=None, invoke=_value) == "value"
+    assert await run_in_turn(plain, model=None, invoke=_value, nests=True) == "value"
+    observed, recorder, _ = observed_branch()
+    assert await run_in_turn(observed, model=None, invoke=_value, nests=False) == "value"
+    assert recorder.kinds() == ["RunStart", "RunEnd"]
+    assert quick_turns == [plain]
+
+    # a nested call inside a one-frame turn shares it (no second turn, no lock wait)
+    async def outer(scope: TurnScope) -> TurnScope:
+        async def inner(inner_scope: TurnScope) -> TurnScope:
+            return inner_scope
+
+        inner_scope = await run_in_turn(plain, model=None, invoke=inner, nests=False)
+        assert inner_scope.context is scope.context
+        assert not inner_scope.owns_lifecycle
+        return scope
+
+    scope = await run_in_turn(plain, model=None, invoke=outer, nests=False)
+    assert scope.owns_lifecycle
+    assert scope.context.phase == "closed"
+    assert quick_turns == [plain, plain]
+
+    # the library's operations that start no nested work take it
+    assert await plain.chat_and_record("hi") == "ok"
+    assert await plain.chat("hi") == "ok"
+    assert quick_turns == [plain] * 4
+    assert_idle(plain)
+
+
+async def test_a_one_frame_turn_refuses_start_soon_and_reraises_the_bodys_error() -> None:
+    branch = Branch(chat_model=echo_model())
+
+    async def body(scope: TurnScope) -> None:
+        binding = _active_turn_var.get()
+        assert binding is not None
+        assert binding.scope is scope
+        with pytest.raises(ConfigurationError, match="without a task group"):
+            scope.start_soon(checkpoint)
+        raise ValueError("from the body")
+
+    with pytest.raises(ValueError, match="from the body"):
+        await run_in_turn(branch, model=None, invoke=body, nests=False)
+    assert_idle(branch)
+
+
+async def test_one_frame_turns_run_in_fifo_order_without_overlap(
+    quick_turns: list[Branch],
+) -> None:
+    branch = Branch(chat_model=echo_model())
+    active = 0
+    order: list[int] = []
+    entered, release = anyio.Event(), anyio.Event()
+
+    async def holder(scope: TurnScope) -> None:
+        entered.set()
+        await release.wait()
+
+    def caller(i: int) -> Any:
+        async def body(scope: TurnScope) -> None:
+            nonlocal active
+            active += 1
+            assert active == 1
+            order.append(i)
+            await checkpoint()
+            active -= 1
+
+        return body
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            functools.partial(run_in_turn, branch, model=None, invoke=holder, nests=False)
+        )
+        await entered.wait()
+        for i in range(20):
+            tg.start_soon(
+                functools.partial(run_in_turn, branch, model=None, invoke=caller(i), nests=False)
+            )
+            while branch._turn_lock.tasks_waiting < i + 1:
+                await checkpoint()
+        release.set()
+    assert order == list(range(20))
+    assert len(quick_turns) == 21
+    assert_idle(branch)
+
+
+async def test_a_joined_call_from_a_caller_owned_task_is_cancelled_then_stale(
+    quick_turns: list[Branch],
+) -> None:
+    """A task started in the caller's task group inside a one-frame turn inherits the binding:
+    its call joins the turn, is cancelled when the body returns, and after the turn its call
+    is a turn of its own."""
+    branch = Branch(chat_model=echo_model())
+    in_nested, turn_over = anyio.Event(), anyio.Event()
+    outcomes: list[Any] = []
+
+    async def hang(scope: TurnScope) -> None:
+        in_nested.set()
+        await anyio.sleep_forever()
+
+    async def straggler() -> None:
+        try:
+            await run_in_turn(branch, model=None, invoke=hang, nests=False)
+        except TurnFinalizingError as exc:
+            outcomes.append(exc)
+        await turn_over.wait()
+        outcomes.append(await run_in_turn(branch, model=None, invoke=_value, nests=False))
+
+    async with anyio.create_task_group() as caller_group:
+
+        async def body(scope: TurnScope) -> str:
+            caller_group.start_soon(straggler)
+            await in_nested.wait()
+            return "body"
+
+        assert await run_in_turn(branch, model=None, invoke=body, nests=False) == "body"
+        assert_idle(branch)
+        turn_over.set()
+    assert isinstance(outcomes[0], TurnFinalizingError)
+    assert outcomes[1] == "value"
+    assert len(quick_turns) == 2
+    assert_idle(branch)
+
+
+async def test_an_observer_that_appears_during_a_one_frame_turn_sees_its_messages_only() -> None:
+    """The turn started unobserved: it emits no lifecycle signal (no terminal without its
+    start), but the message signals an observer that arrived meanwhile asked for are delivered
+    before the Branch is free again."""
+    branch = Branch(chat_model=echo_model())
+    session = Session()
+    recorder = Recorder()
+    session.observe(Signal, recorder)
+
+    async def body(scope: TurnScope) -> str:
+        session.include_branches(branch)
+        branch.msgs.add(Instruction(instruction="q"))
+        return "done"
+
+    assert await run_in_turn(branch, model=None, invoke=body, nests=False) == "done"
+    assert recorder.kinds() == ["MessageAdded"]
+    assert_idle(branch)
+    # the next turn starts observed: the general path, with its lifecycle
+    assert await run_in_turn(branch, model=None, invoke=_value, nests=False) == "value"
+    assert recorder.kinds() == ["MessageAdded", "RunStart", "RunEnd"]
+
+
+async def _slow_reply(messages: Any, **options: Any) -> str:
+    for _ in range(3):
+        await checkpoint()
+    return "reply"
+
+
+async def test_cancellation_at_every_point_of_a_one_frame_turn_leaves_the_branch_idle(
+    quick_turns: list[Branch],
+) -> None:
+    """Cancel the caller after k scheduling points, k = 0, 1, ... until a turn completes: the
+    turn waits for the lock behind a holder, and a caller-owned task joins it; whatever the
+    point, the Branch is idle, holds only whole exchanges and serves the next turn."""
+    seen = {"before_start": 0, "after_start": 0}
+    for k in range(400):
+        branch = Branch(chat_model=FunctionModel(_slow_reply))
+        started: list[int] = []
+        outcome: list[str] = []
+        entered = anyio.Event()
+
+        async def holder(scope: TurnScope, ready: anyio.Event = entered) -> None:
+            ready.set()
+            for _ in range(3):
+                await checkpoint()
+
+        async def joiner(scope: TurnScope) -> None:
+            await anyio.sleep_forever()
+
+        async def join(b: Branch = branch) -> None:
+            with pytest.raises(TurnFinalizingError):  # the turn ended while it was joined
+                await run_in_turn(b, model=None, invoke=joiner, nests=False)
+
+        async def call(
+            b: Branch = branch, out: list[str] = outcome, begun: list[int] = started
+        ) -> None:
+            async with anyio.create_task_group() as caller_group:
+
+                async def body(scope: TurnScope) -> str:
+                    begun.append(1)
+                    caller_group.start_soon(join)
+                    await checkpoint()
+                    return await b.chat_and_record("q")
+
+                try:
+                    out.append(await run_in_turn(b, model=None, invoke=body, nests=False))
+                finally:
+                    caller_group.cancel_scope.cancel()
+
+        with anyio.CancelScope() as cancel:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(functools.partial(run_in_turn, branch, model=None, invoke=holder))
+                await entered.wait()
+                tg.start_soon(call)
+                for _ in range(k):
+                    await checkpoint()
+                cancel.cancel()
+        assert_idle(branch)
+        assert _active_turn_var.get() is None
+        messages = list(branch.msgs)
+        assert len(messages) % 2 == 0
+        for i, message in enumerate(messages):  # only whole exchanges
+            assert isinstance(message, AssistantResponse if i % 2 else Instruction)
+        assert await branch.chat_and_record("next") == "reply"
+        if outcome:
+            assert outcome == ["reply"]
+            assert seen["before_start"] >= 1
+            assert seen["after_start"] >= 3
+            # the call's turn and the next one (the holder's may nest: general path)
+            assert quick_turns.count(branch) == 2
+            return
+        seen["after_start" if started else "before_start"] += 1
+    raise AssertionError("the turn never completed within 400 scheduling points")
