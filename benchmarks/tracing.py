@@ -214,18 +214,19 @@ _WITHOUT_HOOKS: tuple[tuple[str, str, str, int], ...] = (
         r"\1",
         1,
     ),
-    # the turn driver's tracer lines: a step's trace, its end, the turn's trace closed at release
+    # the turn driver's tracer lines: a step's trace and its end (in a step, and in the one-frame
+    # turn of an unobserved Branch), the turn's trace closed at release
     (
         "lionagi/operations/turn.py",
         r"\n *traced = None if _instrument\.tracer is None else _instrument\.turn_step\(.*\)",
         "",
-        1,
+        2,
     ),
     (
         "lionagi/operations/turn.py",
         r"\n( *)if traced is not None:.*\n\1    _instrument\.turn_step_done\(.*\)",
         "",
-        1,
+        2,
     ),
     (
         "lionagi/operations/turn.py",
