@@ -16,7 +16,10 @@ from uuid import UUID, SafeUUID
 __all__ = ["new_id", "new_id_int", "uuid_of"]
 
 _new = object.__new__
-_set = object.__setattr__
+# UUID's slots, set through their descriptors: UUID forbids attribute assignment, and
+# object.__setattr__ costs each id about 0.8k instructions more
+_set_int = UUID.__dict__["int"].__set__
+_set_is_safe = UUID.__dict__["is_safe"].__set__
 _CLEAR = ~((0xF000 << 64) | (0xC000 << 48))  # the version and variant fields
 _V4 = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
 _UNKNOWN = SafeUUID.unknown
@@ -30,14 +33,14 @@ def new_id_int() -> int:
 def uuid_of(number: int) -> UUID:
     """``UUID(int=number)`` for a number known to be in range, without re-checking it."""
     value = _new(UUID)
-    _set(value, "int", number)
-    _set(value, "is_safe", _UNKNOWN)
+    _set_int(value, number)
+    _set_is_safe(value, _UNKNOWN)
     return value
 
 
 def new_id() -> UUID:
     """A new random version-4 UUID (equal, hashed and serialized like any other UUID)."""
     value = _new(UUID)
-    _set(value, "int", getrandbits(128) & _CLEAR | _V4)
-    _set(value, "is_safe", _UNKNOWN)
+    _set_int(value, getrandbits(128) & _CLEAR | _V4)
+    _set_is_safe(value, _UNKNOWN)
     return value

@@ -267,6 +267,20 @@ class TurnScope:
         )
 
 
+_new_object = object.__new__
+_set_context = TurnScope.__dict__["context"].__set__
+_set_owns_lifecycle = TurnScope.__dict__["owns_lifecycle"].__set__
+
+
+def _scope_of(context: TurnExecutionContext, owns_lifecycle: bool) -> TurnScope:
+    """``TurnScope(context, owns_lifecycle)`` at about half the price: every turn makes one,
+    and a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``."""
+    scope: TurnScope = _new_object(TurnScope)
+    _set_context(scope, context)
+    _set_owns_lifecycle(scope, owns_lifecycle)
+    return scope
+
+
 @functools.cache
 def _prepare_call() -> Callable[..., Awaitable[tuple[Sequence[Message], RetryHook | None]]]:
     """:func:`lionagi.operations._model_call.prepare_call`, imported on first use (its module
