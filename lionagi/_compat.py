@@ -13,14 +13,17 @@ backend:
 - a cancel scope at the native price (:func:`new_cancel_scope`): each item of a stream turn
   opens one, and on trio anyio's scope is a wrapper around trio's own that costs about 1.4x it;
 - anyio's ``checkpoint_if_cancelled`` without its per-call lookup of the running backend
-  (:func:`checkpoint_if_cancelled`): every turn takes its Branch's lock through one.
+  (:func:`checkpoint_if_cancelled`), and the same question asked without a coroutine
+  (:func:`cancel_called`): every turn takes its Branch's lock after asking it.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from types import ModuleType, TracebackType
 from typing import Any, Protocol
@@ -29,6 +32,7 @@ from anyio import (
     CancelScope,
     NoEventLoopError,
     TaskInfo,
+    current_effective_deadline,
     get_cancelled_exc_class,
     get_running_tasks,
 )
@@ -38,6 +42,7 @@ from anyio.lowlevel import current_token
 
 __all__ = [
     "CancelHandle",
+    "cancel_called",
     "checkpoint_if_cancelled",
     "current_loop",
     "current_task",
@@ -128,6 +133,56 @@ def checkpoint_if_cancelled() -> Awaitable[None]:
             return _anyio_checkpoint_if_cancelled()
         return backend.checkpoint_if_cancelled()
     return _trio().lowlevel.checkpoint_if_cancelled()  # type: ignore[no-any-return]
+
+
+def cancel_called() -> bool:
+    """Whether the calling task is cancelled now: a checkpoint would raise its cancellation
+    (the test ``checkpoint_if_cancelled()`` makes, asked without a coroutine). Must be called
+    from a task of an asyncio or trio loop.
+
+    Asked of the backend's own records: anyio's task state and cancel scopes on asyncio (its
+    cancel scopes up to the nearest shield, as anyio asks), trio's cancel status on trio. The
+    public way (the effective deadline is minus infinity) costs more than the checkpoint
+    itself, so it is only the fallback for a version whose records look different."""
+    loop = _running_asyncio_loop()
+    if loop is not None:
+        states = _anyio_task_states()
+        if states is None:
+            return _effective_deadline() == -math.inf
+        task = sys.modules["asyncio"].current_task(loop)
+        state = None if task is None else states.get(weakref.ref(task))
+        scope = None if state is None else state.cancel_scope
+        while scope is not None:
+            if scope._cancel_called:
+                return True
+            if scope._shield:
+                return False
+            scope = scope._parent_scope
+        return False
+    status = getattr(_trio().lowlevel.current_task(), "_cancel_status", None)
+    if status is None:  # pragma: no cover - depends on the installed trio
+        return _trio().current_effective_deadline() == -math.inf  # type: ignore[no-any-return]
+    return status.effectively_cancelled is True
+
+
+def _effective_deadline() -> float:
+    backend = _asyncio_backend()
+    return current_effective_deadline() if backend is None else backend.current_effective_deadline()
+
+
+@functools.cache
+def _anyio_task_states() -> Any:
+    """anyio's asyncio task states (the mapping behind its ``WeakKeyDictionary``, keyed by a
+    weak reference to the task), or None when this anyio keeps them differently."""
+    try:
+        from anyio._backends._asyncio import CancelScope as AsyncioScope
+        from anyio._backends._asyncio import _task_states
+    except ImportError:  # pragma: no cover - depends on the installed anyio
+        return None
+    probe = AsyncioScope()
+    if not all(hasattr(probe, name) for name in ("_cancel_called", "_shield", "_parent_scope")):
+        return None  # pragma: no cover - depends on the installed anyio
+    return getattr(_task_states, "data", None)
 
 
 @functools.cache

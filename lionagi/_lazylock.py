@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import anyio
 
-from lionagi._compat import checkpoint_if_cancelled, current_loop
+from lionagi._compat import cancel_called, checkpoint_if_cancelled, current_loop
 
 __all__ = ["LazyFifoLock"]
 
@@ -57,6 +57,15 @@ class LazyFifoLock:
         if queue is None:
             queue = self._queue = anyio.Semaphore(0, max_value=1, fast_acquire=True)
         await queue.acquire()
+
+    def take(self) -> bool:
+        """Take the lock at once when :meth:`acquire` would take it without waiting: it is
+        free, nobody waits and the caller is not cancelled. False otherwise, and nothing
+        changed: then ``await acquire()``. Not a checkpoint (no coroutine)."""
+        if self._holder_loop is not None or self._queue is not None or cancel_called():
+            return False
+        self._holder_loop = current_loop()
+        return True
 
     def release(self) -> None:
         queue = self._queue

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import anyio
+import pytest
+from anyio.lowlevel import checkpoint_if_cancelled
 
-from lionagi._compat import spawn_detached
+from lionagi._compat import cancel_called, spawn_detached
 
 
 async def test_spawn_detached_runs_the_function_on_this_backend() -> None:
@@ -118,3 +120,26 @@ async def test_current_loop_is_the_native_token_of_the_running_loop() -> None:
 
     assert current_loop() is current_token().native_token
     assert current_loop() is current_loop()
+
+
+async def test_cancel_called_says_whether_a_checkpoint_would_raise_the_cancellation() -> None:
+    assert not cancel_called()
+    with anyio.CancelScope() as outer:
+        assert not cancel_called()
+        with anyio.CancelScope(deadline=anyio.current_time() + 3600):
+            assert not cancel_called()  # a deadline in the future is no cancellation
+        outer.cancel()
+        with anyio.CancelScope():
+            assert cancel_called()  # inherited from the cancelled scope around it
+            with anyio.CancelScope(shield=True):
+                assert not cancel_called()
+                with anyio.CancelScope() as inner:
+                    inner.cancel()
+                    assert cancel_called()
+                    with pytest.raises(anyio.get_cancelled_exc_class()):
+                        await checkpoint_if_cancelled()
+        assert cancel_called()
+        await checkpoint_if_cancelled()
+        raise AssertionError("not reached: the checkpoint raises the cancellation")
+    assert outer.cancelled_caught
+    assert not cancel_called()

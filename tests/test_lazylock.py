@@ -105,6 +105,36 @@ async def test_a_cancelled_caller_does_not_take_a_free_lock() -> None:
     assert not lock.locked()
 
 
+async def test_take_takes_only_what_acquire_would_take_without_waiting() -> None:
+    lock = LazyFifoLock()
+    assert lock.take()  # free: taken at once
+    assert lock.locked()
+    assert not lock.take()  # held: nothing changed
+    entered = anyio.Event()
+
+    async def waiter() -> None:
+        await lock.acquire()
+        entered.set()
+        lock.release()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter)
+        await _until_waiting(lock, 1)
+        lock.release()  # handed to the waiter
+        assert not lock.take()  # held by the waiter, or its waiting room still there
+        await entered.wait()
+    assert not lock.locked()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        assert not lock.take()  # a cancelled caller takes nothing...
+        with anyio.CancelScope(shield=True):
+            assert lock.take()  # ...unless shielded from that cancellation
+        lock.release()
+        await lock.acquire()  # and acquire() raises the cancellation
+    assert scope.cancelled_caught
+    assert not lock.locked()
+
+
 async def test_another_task_may_release_it() -> None:
     lock = LazyFifoLock()
     await lock.acquire()

@@ -59,7 +59,13 @@ from lionagi._declared import unexpected_keywords
 from lionagi._ids import new_id
 from lionagi._interrupt import Interrupt
 from lionagi.errors import ConfigurationError, TurnFinalizingError
-from lionagi.operations.types import TaskHandle, TurnExecutionContext, TurnScope, _Outcome
+from lionagi.operations.types import (
+    TaskHandle,
+    TurnExecutionContext,
+    TurnScope,
+    _Outcome,
+    _scope_of,
+)
 from lionagi.session.control import StopStream, check_control
 from lionagi.session.signal import (
     MessageAdded,
@@ -238,7 +244,7 @@ def _classify(branch: Branch) -> tuple[_Entry, TurnScope | None]:
     binding = _active_turn_var.get()
     if binding is not None and binding.branch_id == branch.id and binding.scope.context is context:
         if context.phase == "active":
-            return _Entry.NESTED, TurnScope(context, owns_lifecycle=False)
+            return _Entry.NESTED, _scope_of(context, False)
         if context.phase == "finalizing":
             raise TurnFinalizingError(
                 f"Branch {branch.id}: turn {context.turn_id} is finalizing; a call from the "
@@ -253,7 +259,7 @@ def _classify(branch: Branch) -> tuple[_Entry, TurnScope | None]:
         and context.phase == "active"
         and consumer.is_current()
     ):
-        return _Entry.JOIN_STREAM, TurnScope(context, owns_lifecycle=False)
+        return _Entry.JOIN_STREAM, _scope_of(context, False)
     return _Entry.TOP_LEVEL, None
 
 
@@ -685,14 +691,15 @@ class _Turn:
         self.context = context
         self.lock = lock
         self.grouped = grouped  # whether its steps run in a task group (the body nests)
-        self.scope = TurnScope(context, owns_lifecycle=True)
+        self.scope = _scope_of(context, True)
         self.started = time.perf_counter()
         self._released = False
 
     @classmethod
     async def begin(cls, branch: Branch, model: iModel | None, options: TurnOptions) -> _Turn:
         lock = branch._turn_lock
-        await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
+        if not lock.take():  # taken at once when free (and not cancelled)
+            await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
         context = _open_context(branch, model, options, lock)
         return cls(branch, context, lock, options.get("nests", True))
 
@@ -850,13 +857,11 @@ def _open_context(
                 f"{'parse_model' if role == 'parse' else 'chat_model'}=iModel(...) to the "
                 "Branch or a model to the call"
             )
-        context = TurnExecutionContext(
-            turn_id=new_id(),
-            model=resolved,
-            owner=current_task(),
-            operation=options.get("operation"),
-            logs=branch.logs,
-        )
+        # the three leading fields by position, the other two set after: keyword arguments to
+        # a dataclass of 22 fields cost the turn about 2k instructions more
+        context = TurnExecutionContext(new_id(), resolved, current_task())
+        context.operation = options.get("operation")
+        context.logs = branch.logs
         assert branch._active_turn_context is None, "turn lock held by two turns"
         branch._active_turn_context = context
     except BaseException:
@@ -942,10 +947,11 @@ async def _run_unobserved(
     are delivered before the lock is released.
     """
     lock = branch._turn_lock
-    await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
+    if not lock.take():  # taken at once when free (and not cancelled)
+        await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
     context = _open_context(branch, model, options, lock)
     try:
-        scope = TurnScope(context, owns_lifecycle=True)
+        scope = _scope_of(context, True)
         step = StepGroup(None, id(context.owner))
         context.step_group = step
         token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
