@@ -682,7 +682,16 @@ def _is_turn_task(context: TurnExecutionContext) -> bool:
 class _Turn:
     """One top-level turn between lock acquisition and release. Internal to this module."""
 
-    __slots__ = ("_released", "branch", "context", "grouped", "lock", "scope", "started")
+    __slots__ = (
+        "_released",
+        "branch",
+        "context",
+        "grouped",
+        "lock",
+        "observer",
+        "scope",
+        "started",
+    )
 
     def __init__(
         self, branch: Branch, context: TurnExecutionContext, lock: Any, grouped: bool
@@ -691,6 +700,9 @@ class _Turn:
         self.context = context
         self.lock = lock
         self.grouped = grouped  # whether its steps run in a task group (the body nests)
+        # the observer the turn starts with is the one told of its end: a Branch added to or
+        # removed from a Session meanwhile gets no terminal without its start, nor the reverse
+        self.observer = branch.observer
         self.scope = _scope_of(context, True)
         self.started = time.perf_counter()
         self._released = False
@@ -715,7 +727,7 @@ class _Turn:
         """Run one step of the turn (the first one emits ``RunStart`` before the body, when an
         observer wants it). Returns the step's coroutine: awaiting it runs the step."""
         run = body
-        observer = self.branch.observer
+        observer = self.observer
         if first and observer is not None and observer.wants(RunStart):
 
             async def run() -> T:
@@ -744,7 +756,7 @@ class _Turn:
         signal, the report, phase "closed", the pointer and the lock."""
         context = self.context
         context.phase = "finalizing"
-        if close is None and not context.signals_pending and self.branch.observer is None:
+        if close is None and not context.signals_pending and self.observer is None:
             self.release()  # nothing to run, deliver or tell
             return
         # bound while finalizing, so a terminal handler's call on the Branch is recognised
@@ -776,7 +788,7 @@ class _Turn:
     def _send_start(self) -> Awaitable[None] | None:
         """Send ``RunStart`` (see :meth:`Observer.send`: an awaitable to await at once, when a
         handler returned one)."""
-        observer = self.branch.observer
+        observer = self.observer
         if observer is None or not observer.wants(RunStart):
             return None
         # Not shielded: a RunStart handler that blocks is cancelled with the caller, and the turn
@@ -791,7 +803,7 @@ class _Turn:
         )
 
     async def _emit_terminal(self, outcome: StepOutcome[Any]) -> None:
-        observer = self.branch.observer
+        observer = self.observer
         if observer is None:
             return
         context = self.context

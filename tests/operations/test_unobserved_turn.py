@@ -270,3 +270,28 @@ async def test_cancellation_at_every_point_of_a_one_frame_turn_leaves_the_branch
             return
         seen["after_start" if started else "before_start"] += 1
     raise AssertionError("the turn never completed within 400 scheduling points")
+
+
+async def test_the_observer_a_turn_starts_with_is_told_of_its_end() -> None:
+    """A Branch leaving its Session during a turn still ends the turn it was observed starting
+    (one terminal per start); a Branch joining a Session during a turn that started unobserved
+    gets no terminal without its start. Both on the general path (a body that may nest)."""
+    branch, recorder, session = observed_branch()
+
+    async def leave(scope: TurnScope) -> str:
+        session.remove_branch(branch)
+        return "left"
+
+    assert await run_in_turn(branch, model=None, invoke=leave) == "left"
+    assert recorder.kinds() == ["RunStart", "RunEnd"]
+    assert_idle(branch)
+
+    async def join(scope: TurnScope) -> str:
+        session.include_branches(branch)
+        return "joined"
+
+    assert await run_in_turn(branch, model=None, invoke=join) == "joined"
+    assert recorder.kinds() == ["RunStart", "RunEnd"]
+    assert await run_in_turn(branch, model=None, invoke=_value) == "value"
+    assert recorder.kinds() == ["RunStart", "RunEnd", "RunStart", "RunEnd"]
+    assert_idle(branch)
