@@ -37,6 +37,7 @@ SCENARIOS = {
 OPTIONAL_SCENARIOS = {
     "instructions": "instructions per turn of the turn variants under valgrind's callgrind",
     "long_instructions": "instructions per turn early and late in a long conversation over HTTP",
+    "stream_instructions": "instructions to the first delta and per delta of a streamed turn",
 }
 
 MODULES = {"profile": "profiling"}  # a module named profile would shadow the standard one
