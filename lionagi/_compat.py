@@ -46,11 +46,11 @@ __all__ = [
     "checkpoint_if_cancelled",
     "current_loop",
     "current_task",
+    "loop_and_task_lookup",
     "new_cancel_scope",
     "spawn_detached",
     "spawn_threadsafe",
     "task_info",
-    "task_lookup",
 ]
 
 logger = logging.getLogger("lionagi")
@@ -85,16 +85,18 @@ def current_task() -> object:
     return _trio().lowlevel.current_task()
 
 
-def task_lookup() -> Callable[[], object]:
-    """A function that gives what :func:`current_task` gives, for the event loop running now,
-    at the backend's own price (no lookup of the backend per call): for a caller that asks
-    many times on one loop, such as a stream turn at every item. Call it from async code; the
-    function it returns only from tasks of this loop."""
+def loop_and_task_lookup() -> tuple[object, Callable[[], object]]:
+    """The running event loop's native identity (what :func:`current_loop` gives) and a
+    function that gives what :func:`current_task` gives, for this loop, at the backend's own
+    price (no lookup of the backend per call): for a caller that asks many times on one loop,
+    such as a stream turn at every item. One look at the backend for both. Call it from async
+    code; the function it returns only from tasks of this loop."""
     loop = _running_asyncio_loop()
     if loop is not None:
         current: Callable[[], object] = functools.partial(sys.modules["asyncio"].current_task, loop)
-        return current
-    return _trio().lowlevel.current_task  # type: ignore[no-any-return]
+        return loop, current
+    lowlevel = _trio().lowlevel
+    return lowlevel.current_trio_token(), lowlevel.current_task
 
 
 def task_info(task: object) -> TaskInfo:

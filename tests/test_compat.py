@@ -75,10 +75,11 @@ def test_spawn_threadsafe_after_the_loop_ended_reports_false() -> None:
 
 
 async def test_current_task_is_the_running_task_by_anyio_id() -> None:
-    from lionagi._compat import current_task, task_lookup
+    from lionagi._compat import current_loop, current_task, loop_and_task_lookup
 
     seen: dict[str, tuple[object, int]] = {}
-    lookup = task_lookup()
+    loop, lookup = loop_and_task_lookup()
+    assert loop is current_loop()
 
     async def child(name: str) -> None:
         assert lookup() is current_task()

@@ -48,12 +48,11 @@ from anyio.lowlevel import cancel_shielded_checkpoint
 from lionagi import _instrument
 from lionagi._compat import (
     CancelHandle,
-    current_loop,
     current_task,
+    loop_and_task_lookup,
     new_cancel_scope,
     spawn_detached,
     spawn_threadsafe,
-    task_lookup,
 )
 from lionagi._declared import unexpected_keywords
 from lionagi._ids import new_id
@@ -232,6 +231,10 @@ class _Entry(enum.Enum):
     JOIN_STREAM = "join stream"  # the stream's consumer task, between items
 
 
+# read on every top-level entry: an enum member looked up on its class costs ~0.9k instructions
+_TOP_LEVEL = _Entry.TOP_LEVEL
+
+
 # -- entry classification (ADR D2 state machine) -------------------------------------------
 def _classify(branch: Branch) -> tuple[_Entry, TurnScope | None]:
     """How a call on ``branch`` enters, and the nested scope it would share.
@@ -240,7 +243,7 @@ def _classify(branch: Branch) -> tuple[_Entry, TurnScope | None]:
     """
     context = branch._active_turn_context
     if context is None:
-        return _Entry.TOP_LEVEL, None
+        return _TOP_LEVEL, None
     binding = _active_turn_var.get()
     if binding is not None and binding.branch_id == branch.id and binding.scope.context is context:
         if context.phase == "active":
@@ -251,7 +254,7 @@ def _classify(branch: Branch) -> tuple[_Entry, TurnScope | None]:
                 "turn's own tasks (e.g. a terminal observer handler) cannot start a new turn "
                 "until it has ended"
             )
-        return _Entry.TOP_LEVEL, None
+        return _TOP_LEVEL, None
     consumer = context.consumer
     if (
         consumer is not None
@@ -1009,9 +1012,12 @@ def _no_task_lookup() -> object:
     raise AssertionError("a quick step runs only once the turn has begun")
 
 
-class _StreamDriver(Generic[T]):
+class _StreamDriver(StreamConsumer, Generic[T]):
     """The state machine behind one :class:`TurnStream`. It holds no reference to the stream
-    object, so dropping the stream frees it by reference counting and reports the abandonment."""
+    object, so dropping the stream frees it by reference counting and reports the abandonment.
+
+    It is also its turn's :class:`StreamConsumer` record (the context's ``consumer`` while the
+    turn is open, cleared when it ends): one object less to build per stream."""
 
     __slots__ = (
         "_binding",
@@ -1025,7 +1031,6 @@ class _StreamDriver(Generic[T]):
         "_task",
         "_turn",
         "branch",
-        "consumer",
         "invoke",
         "model",
         "options",
@@ -1045,20 +1050,22 @@ class _StreamDriver(Generic[T]):
         self.invoke = invoke
         self.options = options
         self.state = _NOT_STARTED
-        self.consumer = StreamConsumer()
+        # the StreamConsumer record (see there)
+        self.task = None
+        self.joinable = False
+        self.closed = False
+        self.interrupt = Interrupt() if guarded and not options.get("nests", True) else None
         self._turn: _Turn | None = None
         self._scope: TurnScope | None = None  # the nested scope, for a stream inside a turn
-        self._entry = _Entry.TOP_LEVEL
+        self._entry = _TOP_LEVEL
         self._items: AsyncIterator[T] | None = None
-        self._loop: object = None  # the native event loop (lionagi._compat.current_loop)
+        self._loop: object = None  # the native event loop (lionagi._compat.current_loop's)
         self._task: Callable[[], object] = _no_task_lookup  # current_task, once the turn began
         self._close_requested = False
         self._closed: anyio.Event | None = None
         # the one step record and binding of every step after the first of an ungrouped turn
         self._step: StepGroup | None = None
         self._binding: _ActiveTurnBinding | None = None
-        if guarded and not options.get("nests", True):
-            self.consumer.interrupt = Interrupt()
 
     # -- iteration ------------------------------------------------------------------------
     async def next(self) -> T:
@@ -1077,18 +1084,17 @@ class _StreamDriver(Generic[T]):
             context = turn.context
             if context.nested_tasks or _instrument.tracer is not None:
                 return await self._full_step(state)
-            consumer = self.consumer
             # the first item runs in the task that began the turn, in this same call
             task = context.owner if items is None else self._task()
-            ref = consumer.task
+            ref = self.task
             if ref is None or ref() is not task:
-                consumer.task = weakref.ref(task)
+                self.task = weakref.ref(task)
             self.state = _IN_STEP
-            consumer.joinable = False
+            self.joinable = False
             step.task_id = id(task)
             step.open = True
             context.step_group = step
-            interrupt = consumer.interrupt
+            interrupt = self.interrupt
             error: BaseException | None = None
             token = _active_turn_var.set(self._binding)
             try:
@@ -1116,7 +1122,7 @@ class _StreamDriver(Generic[T]):
                 context.step_group = None
             if error is None and not self._close_requested:
                 self.state = _BETWEEN_STEPS
-                consumer.joinable = True
+                self.joinable = True
                 return value
             try:
                 return await self._failed_step(error)
@@ -1133,18 +1139,18 @@ class _StreamDriver(Generic[T]):
             if nested is not None:
                 self._entry, self._scope = entry, nested
                 return _NOT_STARTED
-            self._loop = current_loop()
+            self._loop, task = loop_and_task_lookup()
             self._turn = begun = await _Turn.begin(self.branch, self.model, self.options)
-            begun.context.consumer = self.consumer
+            begun.context.consumer = self
             if self.options.get("nests", True):
                 return _NOT_STARTED
             # the task id is set by each step (the consumer's task may change)
-            self._step = StepGroup(None, 0, self.consumer.interrupt)
+            self._step = StepGroup(None, 0, self.interrupt)
             self._binding = _ActiveTurnBinding(self.branch.id, begun.scope, self._step)
-            self._task = task_lookup()
+            self._task = task
         except BaseException:  # cancelled while waiting, or no model: nothing started
             self.state = _CLOSED
-            self.consumer.closed = True
+            self.closed = True
             raise
         if _instrument.tracer is not None:
             return _NOT_STARTED
@@ -1200,13 +1206,13 @@ class _StreamDriver(Generic[T]):
             raise RuntimeError("this stream is already being iterated by another task")
         if state in (_FINALIZING, _CLOSED):
             raise StopAsyncIteration
-        task_id = self.consumer.bind()
+        task_id = self.bind()
         turn = self._turn
         if turn is None:  # a stream nested in another turn
             assert self._scope is not None
             return await self._next_nested(self._entry, self._scope)
         self.state = _IN_STEP
-        self.consumer.joinable = False
+        self.joinable = False
         try:
             outcome = await turn.step(
                 self._advance,
@@ -1224,7 +1230,7 @@ class _StreamDriver(Generic[T]):
         if outcome.error is not None:
             return await self._ended(outcome)
         self.state = _BETWEEN_STEPS
-        self.consumer.joinable = True
+        self.joinable = True
         return outcome.value  # type: ignore[return-value]  # set whenever error is None
 
     async def _ended(self, outcome: StepOutcome[T]) -> T:
@@ -1269,7 +1275,7 @@ class _StreamDriver(Generic[T]):
             return
         if state is _NOT_STARTED:
             self.state = _CLOSED
-            self.consumer.closed = True
+            self.closed = True
             return
         if self._turn is None:  # nested in another turn: only the body is ours to close
             self.state = _CLOSED
@@ -1297,8 +1303,8 @@ class _StreamDriver(Generic[T]):
         turn = self._turn
         assert turn is not None
         self.state = _FINALIZING
-        self.consumer.joinable = False
-        self.consumer.closed = True
+        self.joinable = False
+        self.closed = True
         try:
             await turn.finish(outcome, None if self._items is None else self._close_items)
         finally:
@@ -1319,10 +1325,10 @@ class _StreamDriver(Generic[T]):
         if self.state is not _BETWEEN_STEPS or self._turn is None:
             if self.state is _NOT_STARTED:
                 self.state = _CLOSED
-            self.consumer.closed = True
+            self.closed = True
             return
-        self.consumer.joinable = False
-        self.consumer.closed = True
+        self.joinable = False
+        self.closed = True
         assert self._loop is not None
         if not spawn_threadsafe(self._loop, self.aclose):
             self.state = _CLOSED
