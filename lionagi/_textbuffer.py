@@ -10,23 +10,20 @@ from __future__ import annotations
 __all__ = ["TextBuffer"]
 
 
-class TextBuffer:
-    """Append text pieces; read the whole text back with :meth:`getvalue`."""
+class TextBuffer(bytearray):
+    """Append text pieces; read the whole text back with :meth:`getvalue`.
 
-    __slots__ = ("_data",)
+    It is the ``bytearray`` itself (the UTF-8 bytes), not an object holding one: every model
+    stream makes one, and a Python ``__init__`` building the array would cost more than
+    the array (~1.2k instructions per buffer, and ~0.1k per piece written)."""
 
-    def __init__(self) -> None:
-        self._data = bytearray()
+    __slots__ = ()
 
     def write(self, text: str) -> None:
-        self._data += text.encode("utf-8", "surrogatepass")
+        self += text.encode("utf-8", "surrogatepass")
 
     def getvalue(self) -> str:
-        return self._data.decode("utf-8", "surrogatepass")
+        return self.decode("utf-8", "surrogatepass")
 
-    def clear(self) -> None:
-        if self._data:
-            self._data = bytearray()  # a new one: the old may be large, let it go
-
-    def __bool__(self) -> bool:
-        return bool(self._data)
+    # clear() and truth are bytearray's: clearing gives the memory back, an empty buffer is
+    # false
