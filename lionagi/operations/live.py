@@ -19,6 +19,7 @@ import functools
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -412,8 +413,18 @@ def react_events(branch: Branch, params: ReActParams) -> TurnStream[StreamEvent]
 
 def _operate_defaults(branch: Branch) -> Mapping[str, Any]:
     """``Branch.operate``'s defaults (its one declared signature), without ``options``."""
-    parameters = inspect.signature(type(branch).operate).parameters
-    return {name: p.default for name, p in parameters.items() if name not in ("self", "options")}
+    return _declared_defaults(type(branch).operate)
+
+
+@functools.cache
+def _declared_defaults(operate: Callable[..., Any]) -> Mapping[str, Any]:
+    """The defaults of an ``operate`` method's signature, read once per method (per Branch
+    class): ``inspect.signature`` costs more than the rest of a ReAct round's preparation.
+    Read-only: every round spreads it into its own arguments."""
+    parameters = inspect.signature(operate).parameters
+    return MappingProxyType(
+        {name: p.default for name, p in parameters.items() if name not in ("self", "options")}
+    )
 
 
 def _round_params(branch: Branch, params: ReActParams, **given: Any) -> OperateParams:
