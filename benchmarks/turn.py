@@ -195,11 +195,11 @@ TURN_NOTE = (
     "communicate start no nested work) and no shielded cancel scope."
 )
 OBSERVER_NOTE = (
-    "With an observer a turn also builds RunStart, two MessageAdded and RunEnd (pydantic "
-    "models) and calls the handlers; it opens no task group either (the operation starts no "
-    "nested work, observed or not), message signals are delivered from the turn's own task at "
-    "the end of the step (no task per message) and no shielded cancel scope is opened for "
-    "synchronous handlers."
+    "With an observer a turn also builds RunStart, two MessageAdded and RunEnd (slotted "
+    "dataclasses, built without validation) and calls the handlers; it opens no task group "
+    "either (the operation starts no nested work, observed or not), message signals are "
+    "delivered from the turn's own task at the end of the step (no task per message) and no "
+    "shielded cancel scope or coroutine is added for synchronous handlers."
 )
 
 

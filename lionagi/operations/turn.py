@@ -387,7 +387,11 @@ def schedule_message_signal(branch: Branch, message: Message) -> None:
         and context.phase != "closed"
         and binding is not None
         and binding.scope.context is context
-        and _open_step(context, binding) is not None
+        # the binding's own open step, else the turn's (what _open_step finds, without a call)
+        and (
+            ((step := binding.step) is not None and step.open)
+            or _open_step(context, binding) is not None
+        )
     ):
         signal = _trusted[MessageAdded](
             branch_id=branch.id, message=message, turn_id=context.turn_id
@@ -429,7 +433,8 @@ def _drain(context: TurnExecutionContext) -> Awaitable[None] | None:
         rest = _deliver_queued(context)
         if rest is not None:
             return _drain_after(rest, context)
-    return _drain_signals(context) if context.signals_pending else None
+    # (context.signals_pending, read without a property call)
+    return _drain_signals(context) if context.delivering or context.pending_signals else None
 
 
 async def _drain_after(rest: Awaitable[None], context: TurnExecutionContext) -> None:
@@ -440,8 +445,15 @@ async def _drain_after(rest: Awaitable[None], context: TurnExecutionContext) -> 
 def _deliver_queued(context: TurnExecutionContext) -> Awaitable[None] | None:
     """Deliver the queue from the calling task until a handler returns an awaitable: ``None``
     when every signal was delivered, else an awaitable to await at once that awaits that
-    handler and delivers the rest. The delivery is marked (``delivering``, ``_delivering_var``,
-    the step's interrupt disarmed) until it ends."""
+    handler and delivers the rest. From the first awaitable on, the delivery is marked
+    (``delivering``, ``_delivering_var``, the step's interrupt disarmed) until it ends.
+
+    Synchronous handlers run unmarked: nothing can wait on the queue or checkpoint while they
+    run (no other task runs, and they have no wait of their own to keep off the interrupt), and
+    a message they add is queued and delivered by this same loop."""
+    rest = _send_queued(context)
+    if rest is None:
+        return None
     context.delivering = True
     token = _delivering_var.set(True)
     # the delivery is shielded: a handler's own waits must not register with the step's interrupt
@@ -451,14 +463,6 @@ def _deliver_queued(context: TurnExecutionContext) -> Awaitable[None] | None:
         interrupt.armed = False
     else:
         interrupt = None
-    try:
-        rest = _send_queued(context)
-    except BaseException:
-        _end_delivery(context, token, interrupt)
-        raise
-    if rest is None:
-        _end_delivery(context, token, interrupt)
-        return None
     return _deliver_rest(context, rest, token, interrupt)
 
 
@@ -544,12 +548,15 @@ async def _in_step_group(
     grouped: bool = True,
     cancellable: bool = False,
     task_id: int | None = None,
+    start: Callable[[], Awaitable[None] | None] | None = None,
 ) -> StepOutcome[T]:
     """Run ``body`` in a task group that owns the nested work it starts (``grouped``), or
     without one for a step that cannot start nested work (see :func:`run_in_turn`). A
     ``cancellable`` step (a stream's, which ``aclose()`` from another task may stop) without a
     group gets a cancel scope of its own; with a group, the group's scope is the step's.
-    ``task_id`` is the calling task's id when the caller knows it.
+    ``task_id`` is the calling task's id when the caller knows it. ``start`` (the turn's
+    RunStart, see :meth:`_Turn._send_start`) is called inside the step right before the body,
+    as if it were the body's first line.
 
     On the way out, unfinished nested work is cancelled and awaited and message signals are
     drained, shielded from cancellation. The body's exception (or a cancellation delivered at the
@@ -566,16 +573,16 @@ async def _in_step_group(
         if grouped:
             async with anyio.create_task_group() as group:
                 step = StepGroup(group, task_id, group.cancel_scope)
-                outcome = await _run_step(branch, scope, step, body, ends_turn)
+                outcome = await _run_step(branch, scope, step, body, ends_turn, start)
         else:
             if cancellable:
                 cancel_scope = new_cancel_scope()
                 with cancel_scope:
                     step = StepGroup(None, task_id, cancel_scope)
-                    outcome = await _run_step(branch, scope, step, body, ends_turn)
+                    outcome = await _run_step(branch, scope, step, body, ends_turn, start)
             else:
                 step = StepGroup(None, task_id)
-                outcome = await _run_step(branch, scope, step, body, ends_turn)
+                outcome = await _run_step(branch, scope, step, body, ends_turn, start)
             if outcome is not None and outcome.error is not None:
                 # the event loop holds a cancellation it delivered (with its traceback, so the
                 # turn's frames) until the task next yields; a task group's exit would yield here
@@ -601,6 +608,7 @@ async def _run_step(
     step: StepGroup,
     body: Callable[[], Awaitable[T]],
     ends_turn: bool,
+    start: Callable[[], Awaitable[None] | None] | None = None,
 ) -> StepOutcome[T]:
     context = scope.context
     owner = scope.owns_lifecycle
@@ -612,6 +620,10 @@ async def _run_step(
         if owner:
             context.step_group = step
         try:
+            if start is not None:  # RunStart: its failure or cancellation is the step's
+                rest = start()
+                if rest is not None:
+                    await rest
             value = await body()
         except BaseException as exc:  # handed back to the caller, re-raised after cleanup
             error = exc
@@ -620,9 +632,13 @@ async def _run_step(
         # the owner's step ends all nested work of the turn; a joined call ends its own
         pending = context.nested_tasks if owner else step.started
         # idle (context.signals_pending, read without a property call), the step ends without
-        # a coroutine
-        if pending or context.delivering or context.pending_signals:
+        # a coroutine; with only message signals queued, so does their synchronous delivery
+        if pending or context.delivering:
             await _step_cleanup(context, pending)
+        elif context.pending_signals:
+            rest = _drain(context)
+            if rest is not None:
+                await rest
     finally:
         _active_turn_var.reset(token)
         if traced is not None:  # a joined call's failure is not the turn's
@@ -732,13 +748,9 @@ class _Turn:
         run = body
         observer = self.observer
         if first and observer is not None and observer.wants(RunStart):
-
-            async def run() -> T:
-                rest = self._send_start()
-                if rest is not None:
-                    await rest
-                return await body()
-
+            start: Callable[[], Awaitable[None] | None] | None = self._send_start
+        else:
+            start = None
         return _in_step_group(
             self.branch,
             self.scope,
@@ -747,6 +759,7 @@ class _Turn:
             grouped=self.grouped,
             cancellable=cancellable,
             task_id=task_id,
+            start=start,
         )
 
     async def finish(
