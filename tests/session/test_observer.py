@@ -11,7 +11,7 @@ from anyio.lowlevel import checkpoint
 
 from lionagi.session.observer import Observer
 from lionagi.session.session import Session
-from lionagi.session.signal import RunEnd, RunFailed, RunSignal, RunStart
+from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunSignal, RunStart
 from lionagi.testing import FunctionModel
 
 
@@ -93,3 +93,33 @@ async def test_send_runs_synchronous_handlers_at_once_and_leaves_the_rest_to_awa
     synchronous.subscribe(RunStart, lambda s, _: events.append("sync only"))
     assert synchronous.send(RunStart(branch_id=uuid4())) is None
     assert events[-1] == "sync only"
+
+
+async def test_an_observed_turn_with_synchronous_handlers_delivers_without_a_coroutine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RunStart, both MessageAdded and RunEnd reach synchronous handlers, in order and with the
+    turn's id, and the message signals are delivered from the step itself: none of the coroutine
+    paths kept for a handler's awaitable (or for the step's nested work) is entered."""
+    from lionagi.operations import turn
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a coroutine path was entered for synchronous handlers")
+
+    for name in ("_step_cleanup", "_drain_signals", "_deliver_rest"):
+        monkeypatch.setattr(turn, name, refused)
+    session = Session()
+    seen: list[Any] = []
+    for kind in (RunStart, MessageAdded, RunEnd):
+        session.observe(kind, lambda signal, _: seen.append(signal))
+    branch = session.new_branch(chat_model=FunctionModel(lambda messages, **options: "ok"))
+    assert await branch.chat_and_record("hi") == "ok"
+    assert [signal.kind for signal in seen] == [
+        "RunStart",
+        "MessageAdded",
+        "MessageAdded",
+        "RunEnd",
+    ]
+    assert len({signal.turn_id for signal in seen}) == 1
+    assert seen[0].turn_id is not None
+    assert [signal.message for signal in seen[1:3]] == list(branch.messages)[-2:]
