@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
     from pydantic_core import SchemaSerializer, SchemaValidator
 
-__all__ = ["PydanticMethods", "unbuilt"]
+__all__ = ["PydanticDataclassMethods", "PydanticMethods", "unbuilt"]
 
 _set = object.__setattr__
 _new = object.__new__
@@ -128,3 +128,26 @@ class PydanticMethods:
         for name, value in values.items():
             _set(copied, name, value)
         return copied
+
+
+class PydanticDataclassMethods(PydanticMethods):
+    """The ``BaseModel`` methods for a pydantic dataclass: validation and serialization go
+    through the dataclass's own validator and serializer, exactly as a model's would (messages,
+    usages and the operations' parameter objects)."""
+
+    __slots__ = ()
+    __pydantic_validator__: ClassVar[SchemaValidator]
+    __pydantic_serializer__: ClassVar[SchemaSerializer]
+
+    @classmethod
+    def _pydantic_adapter(cls) -> TypeAdapter[Self]:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(cls)
+
+    @classmethod
+    def _pydantic_parts(cls) -> tuple[SchemaValidator, SchemaSerializer]:
+        from pydantic.dataclasses import rebuild_dataclass
+
+        rebuild_dataclass(cls)  # type: ignore[arg-type] # a deferred class is built now
+        return cls.__pydantic_validator__, cls.__pydantic_serializer__

@@ -18,9 +18,10 @@ else reaches a request.
 
 # No `from __future__ import annotations` here: the fields' annotations are evaluated as the
 # classes are defined, so pydantic does not compile each one from a string at import.
+import dataclasses
 import difflib
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import UnionType
 from typing import (
     TYPE_CHECKING,
@@ -28,6 +29,7 @@ from typing import (
     Any,
     ClassVar,
     Literal,
+    Self,
     TypeAlias,
     TypeVar,
     Union,
@@ -45,12 +47,14 @@ from pydantic import (
     ValidationError,
     with_config,
 )
+from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from typing_extensions import TypedDict
 
 from lionagi._declared import same_parameters
+from lionagi._pydantic_methods import PydanticDataclassMethods
 from lionagi.errors import OperationError, UnknownParameterError
 from lionagi.operations.fields import FieldModel, RequestFields
-from lionagi.protocols.messages import Instruction
+from lionagi.protocols.messages import Instruction, _refuse_assignment
 from lionagi.protocols.tools import OfferedTools
 from lionagi.service.imodel import iModel
 
@@ -129,10 +133,9 @@ class Instruct(BaseModel):
 
 
 # Each parameter class builds its validator on first use, so a program pays only for the
-# operations it calls; ChatParams, the common first call, builds at import.
-_STRICT = ConfigDict(
-    strict=True, extra="forbid", frozen=True, arbitrary_types_allowed=True, defer_build=True
-)
+# operations it calls (a call whose every value is already what validation returns needs none:
+# see ``bind``).
+_STRICT = ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True)
 MODEL_OPTION_NAMES = frozenset(ModelOptions.__annotations__)
 #: request-body keys the library sets itself; extra_body may not replace them
 _OWN_BODY_KEYS = frozenset(
@@ -140,14 +143,17 @@ _OWN_BODY_KEYS = frozenset(
 )
 
 
-class OperationParams(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
+class OperationParams(PydanticDataclassMethods):
     """Base of the parameter objects: strict, immutable, no unknown fields.
 
     Every field is required: the defaults live in the Branch method, the one declared
     signature. ``options`` holds the validated :class:`ModelOptions` given to the call.
-    """
 
-    model_config = _STRICT
+    They are slotted pydantic dataclasses, as messages are: building one from keywords
+    validates them, and they keep the ``BaseModel`` methods (``model_dump``,
+    ``model_validate``, ``model_copy``, ...), but are not ``BaseModel`` instances.
+    """
 
     #: the Branch method the parameters belong to (used in error messages)
     operation: ClassVar[str]
@@ -160,12 +166,22 @@ class OperationParams(BaseModel):
 
     options: ModelOptions
 
+    @classmethod
+    def model_validate(cls, obj: Any, *, strict: bool | None = None) -> Self:
+        """Validate ``obj`` (an instance, or a mapping of every field's value) into this
+        class, as a ``BaseModel``'s ``model_validate`` would (the class is strict, so the
+        validator itself takes no mapping: its items are passed as keywords)."""
+        if isinstance(obj, Mapping):
+            return cls(**obj)
+        return super().model_validate(obj, strict=strict)
+
     @property
     def request_options(self) -> dict[str, Any]:
         """The options as request-body keys: the common names, then ``extra_body`` merged."""
         return request_options(self.options)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class _AskParams(OperationParams):
     """What every operation that asks the chat model shares: the question and the model."""
 
@@ -177,10 +193,10 @@ class _AskParams(OperationParams):
     chat_model: iModel | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class ChatParams(_AskParams):
     """:meth:`Branch.chat` and :meth:`Branch.chat_and_record`."""
 
-    model_config = ConfigDict(defer_build=False)
     operation: ClassVar[str] = "chat"
 
     response_format: type[BaseModel] | dict[str, Any] | None
@@ -189,6 +205,7 @@ class ChatParams(_AskParams):
     return_ins_res_message: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class CommunicateParams(_AskParams):
     """:meth:`Branch.communicate`."""
 
@@ -203,6 +220,7 @@ class CommunicateParams(_AskParams):
     handle_validation: HandleValidation
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class ParseParams(OperationParams):
     """:meth:`Branch.parse`."""
 
@@ -215,6 +233,7 @@ class ParseParams(OperationParams):
     parse_model: iModel | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class InterpretParams(OperationParams):
     """:meth:`Branch.interpret`."""
 
@@ -226,6 +245,7 @@ class InterpretParams(OperationParams):
     interpret_model: iModel | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class OperateParams(_AskParams):
     """:meth:`Branch.operate`."""
 
@@ -251,6 +271,7 @@ class OperateParams(_AskParams):
     max_parse_retries: Count
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class ActParams(OperationParams):
     """:meth:`Branch.act` (it takes no model options)."""
 
@@ -262,6 +283,7 @@ class ActParams(OperationParams):
     record: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class ReActParams(_AskParams):
     """:meth:`Branch.ReAct` and :meth:`Branch.ReActStream`."""
 
@@ -280,6 +302,7 @@ class ReActParams(_AskParams):
     verbose: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class RunParams(_AskParams):
     """:meth:`Branch.run`."""
 
@@ -306,6 +329,13 @@ OPERATION_PARAMS: Mapping[str, type[OperationParams]] = {
     "ReActStream": ReActParams,
     "run": RunParams,
 }
+
+# Immutable as a frozen BaseModel is: assigning raises pydantic's frozen_instance error (a
+# frozen dataclass's own __setattr__ raises FrozenInstanceError, an AttributeError).
+for _class in {OperationParams, _AskParams, *OPERATION_PARAMS.values()}:
+    _class.__setattr__ = _refuse_assignment  # type: ignore[method-assign]
+    _class.__delattr__ = _refuse_assignment  # type: ignore[method-assign,assignment]
+del _class
 
 # Names upstream lionagi (or the openai SDK) accepts that lionagi does not: what to do instead.
 _TOOLS_ON_OPERATE = (
@@ -374,8 +404,16 @@ def bind(cls: type[P], arguments: Mapping[str, Any], *, operation: str | None = 
     ``arguments`` are the method's ``locals()`` taken first thing: the named parameters, plus
     ``options`` (its ``**options``) and ``self``, both dropped or split here. Unknown names in
     ``options`` raise :class:`UnknownParameterError`; bad values raise :class:`OperationError`.
+
+    A call whose every value is already what strict validation returns unchanged (text,
+    ``None``, flags, a model, one of a ``Literal``'s names: the common call) is stored as given,
+    without running the validator: it would check the same and build the same object, at
+    several times the cost on every turn. Any other value goes through the validator.
     """
     name = operation or cls.operation
+    given_as_is = _as_given(cls, name, arguments)
+    if given_as_is is not None:
+        return given_as_is
     values = dict(arguments)
     values.pop("self", None)
     given = values.pop("options", None)
@@ -385,10 +423,149 @@ def bind(cls: type[P], arguments: Mapping[str, Any], *, operation: str | None = 
         _merge_instruct(cls, name, values)
     values["options"] = options
     try:
-        # the validator itself: model_validate() only adds a Python call around it
-        return cls.__pydantic_validator__.validate_python(values)  # type: ignore[no-any-return]
+        return cls(**values)  # keywords: a strict dataclass validator refuses a dict
     except ValidationError as exc:
         raise _bad_value(cls, name, exc.errors(include_url=False)[0], given_as) from None
+
+
+_MISSING: Any = object()
+_NONE_TYPE = type(None)
+_JSON_SCALARS = frozenset({_NONE_TYPE, str, bool, int, float})
+
+
+class _Unchanged:
+    """The values strict validation of one annotation returns unchanged: those of exactly one
+    of ``types``, instances of ``classes`` (an arbitrary class is checked with ``isinstance``;
+    a pydantic model or dataclass instance is not revalidated), the texts in ``names`` (a
+    ``Literal``'s) and ints from ``minimum`` on (a ``Count``). Anything else is left to the
+    validator."""
+
+    __slots__ = ("classes", "minimum", "names", "types")
+
+    def __init__(
+        self,
+        types: frozenset[type] = frozenset(),
+        names: frozenset[str] = frozenset(),
+        minimum: int | None = None,
+    ) -> None:
+        self.types = types
+        self.classes = tuple(t for t in types if t not in _JSON_SCALARS)
+        self.names = names
+        self.minimum = minimum
+
+    def __or__(self, other: "_Unchanged") -> "_Unchanged":
+        minimums = [m for m in (self.minimum, other.minimum) if m is not None]
+        return _Unchanged(
+            self.types | other.types, self.names | other.names, min(minimums, default=None)
+        )
+
+    def keeps(self, value: object) -> bool:
+        """Whether validation returns ``value`` unchanged, for a value whose exact type is not
+        one of ``types`` (checked first, inline)."""
+        kind = type(value)
+        if kind is str:
+            return value in self.names
+        if kind is int:
+            return self.minimum is not None and value >= self.minimum  # type: ignore[operator]
+        return bool(self.classes) and isinstance(value, self.classes)
+
+
+def _unchanged(annotation: Any) -> _Unchanged:
+    """Which values of ``annotation`` strict validation returns as they are (see
+    :class:`_Unchanged`); conservative: a shape not named here leaves everything to the
+    validator."""
+    if annotation is None or annotation is _NONE_TYPE:
+        return _Unchanged(frozenset({_NONE_TYPE}))
+    if annotation is JsonValue:  # containers are copied by validation, scalars are not
+        return _Unchanged(_JSON_SCALARS)
+    origin = get_origin(annotation)
+    if origin is Union or origin is UnionType:
+        found = _Unchanged()
+        for member in get_args(annotation):
+            found = found | _unchanged(member)
+        return found
+    if origin is Literal:
+        args = get_args(annotation)
+        if all(type(arg) is str for arg in args):
+            return _Unchanged(names=frozenset(args))
+        return _Unchanged()
+    if annotation is Count:
+        return _Unchanged(minimum=0)
+    if origin is None and isinstance(annotation, type):
+        # an arbitrary class is checked with isinstance, a pydantic model or pydantic dataclass
+        # instance of exactly its class is not revalidated; a plain dataclass would be rebuilt
+        plain_dataclass = dataclasses.is_dataclass(annotation) and not is_pydantic_dataclass(
+            annotation
+        )
+        if not plain_dataclass:
+            return _Unchanged(frozenset({annotation}))
+    return _Unchanged()
+
+
+AsGiven: TypeAlias = Callable[[Mapping[str, Any], str], Any]
+
+
+def _as_given_function(cls: type[OperationParams]) -> AsGiven:
+    """The function :func:`_as_given` runs for ``cls``, compiled once from its fields.
+
+    It reads each field's value, tests it against what validation returns unchanged
+    (:func:`_unchanged`), and stores it. A parameter object is immutable, so a value stored
+    through its class costs a call of ``object.__setattr__`` (~1.2k instructions a field on
+    CPython 3.11, more than the validator's whole work). The values are stored instead through
+    a subclass that adds nothing but Python's own ``__setattr__`` (its stores are plain slot
+    stores), and the finished object is then made an instance of ``cls`` by assigning its
+    ``__class__``: same slots, same layout, immutable from then on.
+    """
+    fields = [f for f in dataclasses.fields(cls) if f.name != "options"]
+    names = [f.name for f in fields]
+    assert all(name.isidentifier() for name in names), cls
+    builder = type(
+        f"_{cls.__name__}Builder",
+        (cls,),
+        {"__slots__": (), "__setattr__": object.__setattr__, "__delattr__": object.__delattr__},
+    )
+    namespace: dict[str, Any] = {
+        "cls": cls,
+        "builder": builder,
+        "new": object.__new__,
+        "checked_options": _options,
+        "names": frozenset(names) | {"self", "options", "instruct", *cls.aliases},
+    }
+    body = ["def as_given(arguments, operation):", "    try:"]
+    body += [f"        v{i} = arguments[{name!r}]" for i, name in enumerate(names)]
+    body += ["    except KeyError:", "        return None"]
+    body += ["    if not names.issuperset(arguments):", "        return None"]
+    for alias in (*cls.aliases, "instruct"):
+        body += [f"    if arguments.get({alias!r}) is not None:", "        return None"]
+    for i, field in enumerate(fields):
+        unchanged = _unchanged(field.type)
+        namespace[f"t{i}"], namespace[f"k{i}"] = unchanged.types, unchanged.keeps
+        body += [f"    if type(v{i}) not in t{i} and not k{i}(v{i}):", "        return None"]
+    body += [
+        "    given = arguments.get('options')",
+        "    options = checked_options(cls, operation, given) if given else {}",
+        "    params = new(builder)",
+    ]
+    body += [f"    params.{name} = v{i}" for i, name in enumerate(names)]
+    body += ["    params.options = options", "    params.__class__ = cls", "    return params"]
+    exec("\n".join(body) + "\n", namespace)
+    function: AsGiven = namespace["as_given"]
+    function.__qualname__ = f"as_given[{cls.__name__}]"
+    return function
+
+
+_AS_GIVEN: dict[type[OperationParams], AsGiven] = {}
+
+
+def _as_given(cls: type[P], operation: str, arguments: Mapping[str, Any]) -> P | None:
+    """``cls`` holding ``arguments`` as they are, when validation would return each unchanged;
+    ``None`` when any value needs the validator (or an alias, ``instruct=`` or an unknown name
+    is given, or a field is missing)."""
+    function = _AS_GIVEN.get(cls)
+    if function is None:
+        function = _AS_GIVEN[cls] = _as_given_function(cls)
+    params: P | None = function(arguments, operation)
+    return params
 
 
 def _options(
@@ -501,7 +678,7 @@ def _model_options(operation: str, given: Mapping[str, Any]) -> ModelOptions:
 
 def known_names(cls: type[OperationParams]) -> list[str]:
     """Every keyword ``cls``'s Branch method accepts (its parameters, aliases, model options)."""
-    own = [n for n in cls.model_fields if n != "options"]
+    own = [f.name for f in dataclasses.fields(cls) if f.name != "options"]
     if not cls.takes_model_options:
         return own
     instruct = ["instruct"] if cls.instruct_fields else []
@@ -537,8 +714,8 @@ def _bad_value(
     value = error.get("input")
     if error["type"] == "missing":
         return OperationError(f"{operation}() needs {field}=")
-    info = cls.model_fields.get(field)
-    expected = _describe(info.annotation) if info is not None else "a valid value"
+    annotation = {f.name: f.type for f in dataclasses.fields(cls)}.get(field, _MISSING)
+    expected = _describe(annotation) if annotation is not _MISSING else "a valid value"
     kind = error["type"]
     if kind in ("string_too_short", "string_pattern_mismatch"):
         detail = "expected non-empty text"

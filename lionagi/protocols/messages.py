@@ -22,18 +22,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, TypeAlias, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, cast
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
-from pydantic.dataclasses import dataclass, rebuild_dataclass
+from pydantic.dataclasses import dataclass
 
 from lionagi._ids import new_id_int, uuid_of
-from lionagi._pydantic_methods import PydanticMethods
+from lionagi._pydantic_methods import PydanticDataclassMethods as _PydanticMethods
 from lionagi.errors import HistoryError
-
-if TYPE_CHECKING:
-    from pydantic_core import SchemaSerializer, SchemaValidator
 
 __all__ = [
     "ActionRequest",
@@ -53,25 +50,6 @@ __all__ = [
 
 _set = object.__setattr__
 _new = object.__new__
-
-
-class _PydanticMethods(PydanticMethods):
-    """The ``BaseModel`` methods that code calls on messages and usages: validation and
-    serialization go through the pydantic dataclass's own validator and serializer, exactly as
-    a model's would."""
-
-    __slots__ = ()
-    __pydantic_validator__: ClassVar[SchemaValidator]
-    __pydantic_serializer__: ClassVar[SchemaSerializer]
-
-    @classmethod
-    def _pydantic_adapter(cls) -> TypeAdapter[Self]:
-        return TypeAdapter(cls)
-
-    @classmethod
-    def _pydantic_parts(cls) -> tuple[SchemaValidator, SchemaSerializer]:
-        rebuild_dataclass(cls)  # type: ignore[arg-type] # a deferred class is built now
-        return cls.__pydantic_validator__, cls.__pydantic_serializer__
 
 
 _CONFIG = ConfigDict(extra="forbid")

@@ -301,3 +301,49 @@ async def test_caller_text_beyond_ascii_is_sent_unchanged() -> None:
         "naïve",
         {"ville": "Zürich"},
     )
+
+
+# -- values stored as given -----------------------------------------------------------------
+async def test_a_common_call_is_bound_without_running_the_validator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Text, ``None``, flags and a model are what strict validation returns unchanged, so the
+    call is stored as given; a value validation would change (a dict, copied) still goes
+    through the validator, and both objects equal what the validator builds."""
+    from lionagi.operations.params import ChatParams, bind
+
+    model = TestModel(["a", "b"])
+    branch = Branch(chat_model=model)
+    arguments: dict[str, Any] = {
+        "instruction": "x",
+        "guidance": None,
+        "context": None,
+        "response_format": None,
+        "request_fields": None,
+        "chat_model": model,
+        "images": None,
+        "return_ins_res_message": False,
+        "options": {},
+    }
+    expected = ChatParams(**arguments)  # (builds the validator before it is watched)
+    validated: list[dict[str, Any]] = []
+    real_init = ChatParams.__init__
+
+    def counting_init(self: ChatParams, **values: Any) -> None:
+        validated.append(values)
+        real_init(self, **values)
+
+    monkeypatch.setattr(ChatParams, "__init__", counting_init)
+    assert await branch.chat_and_record("x", chat_model=model, temperature=0.5) == "a"
+    assert validated == []
+    as_given = bind(ChatParams, arguments)
+    assert type(as_given) is ChatParams
+    assert as_given == expected
+    assert validated == []
+    with pytest.raises(Exception, match="frozen"):
+        as_given.guidance = "y"  # type: ignore[misc]
+    with_dict = bind(ChatParams, {**arguments, "context": {"k": [1]}})
+    assert len(validated) == 1
+    assert with_dict.context == {"k": [1]}
+    assert await branch.chat("y", context={"k": 1}) == "b"
+    assert len(validated) == 2
