@@ -63,11 +63,15 @@ def _totals(path: Path) -> int:
     raise RuntimeError(f"no totals in callgrind output {path.name}")
 
 
-def count(backend: str, turns: int, timeout: float = 1800) -> dict[str, float]:
-    """Instructions per turn of each variant on ``backend`` (one worker under callgrind)."""
+def callgrind_totals(worker: list[str], timeout: float) -> dict[str, int]:
+    """Run ``python <worker>`` under callgrind and total its instructions per stretch label.
+
+    The worker marks each stretch with :func:`_mark` and prints the labels, in order, as its
+    last line (JSON); stretches labelled ``setup`` are left out.
+    """
     with tempfile.TemporaryDirectory() as out:
         last_line = run_python(
-            ["-m", "benchmarks.instructions", backend, str(turns)],
+            worker,
             env={**os.environ, "PYTHONHASHSEED": "0"},
             timeout=timeout,
             prefix=[
@@ -82,11 +86,17 @@ def count(backend: str, turns: int, timeout: float = 1800) -> dict[str, float]:
         # dump k holds what ran between mark k-1 and mark k; the first one is the start-up
         if len(dumps) != len(labels):
             raise RuntimeError(f"{len(dumps)} callgrind dumps for {len(labels)} marks")
-        per_variant: dict[str, int] = {}
+        totals: dict[str, int] = {}
         for label, dump in zip(labels, dumps, strict=True):
             if label != "setup":
-                per_variant[label] = per_variant.get(label, 0) + _totals(dump)
-    return {name: total / turns for name, total in per_variant.items()}
+                totals[label] = totals.get(label, 0) + _totals(dump)
+    return totals
+
+
+def count(backend: str, turns: int, timeout: float = 1800) -> dict[str, float]:
+    """Instructions per turn of each variant on ``backend`` (one worker under callgrind)."""
+    totals = callgrind_totals(["-m", "benchmarks.instructions", backend, str(turns)], timeout)
+    return {name: total / turns for name, total in totals.items()}
 
 
 def run(config: Config) -> dict[str, Any]:

@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import shutil
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
-from benchmarks._common import Config, run_python
-from benchmarks.instructions import WORKER_BACKENDS, _mark, _totals
+from benchmarks._common import Config
+from benchmarks.instructions import WORKER_BACKENDS, _mark, callgrind_totals
 
 SAMPLES = 30  # fresh Branches counted to the first delta
 FIRST_CHUNKS = 8  # the reply of a first-delta sample (the rest of it is not waited for)
@@ -136,26 +133,7 @@ async def _worker() -> list[str]:
 def count(backend: str, timeout: float = 1800) -> dict[str, float]:
     """Instructions per stretch on ``backend``: first delta per sample (both paths, and the
     difference), per delta for each path (and its ratio to the direct stream)."""
-    with tempfile.TemporaryDirectory() as out:
-        last_line = run_python(
-            ["-m", "benchmarks.stream_instructions", backend],
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-            timeout=timeout,
-            prefix=[
-                "valgrind",
-                "--tool=callgrind",
-                "--dump-before=getppid",
-                f"--callgrind-out-file={out}/cg.%p",
-            ],
-        )
-        labels = json.loads(last_line)
-        dumps = sorted(Path(out).glob("cg.*.*"), key=lambda p: int(p.suffix[1:]))
-        if len(dumps) != len(labels):
-            raise RuntimeError(f"{len(dumps)} callgrind dumps for {len(labels)} marks")
-        totals: dict[str, int] = {}
-        for label, dump in zip(labels, dumps, strict=True):
-            if label != "setup":
-                totals[label] = totals.get(label, 0) + _totals(dump)
+    totals = callgrind_totals(["-m", "benchmarks.stream_instructions", backend], timeout)
     deltas = CHUNKS - 2 * SKIP
     counted = {
         DIRECT_FIRST: totals[DIRECT_FIRST] / SAMPLES,

@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
+
+from anyio.lowlevel import checkpoint
 
 from lionagi.operations.turn import _active_turn_var
 from lionagi.session.branch import Branch
@@ -60,3 +62,23 @@ async def closing(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
         close = getattr(stream, "aclose", None)
         if close is not None:
             await close()
+
+
+class SerialBodies:
+    """Turn bodies that record the order they ran in and fail if two of them ever overlap."""
+
+    def __init__(self) -> None:
+        self.order: list[int] = []
+        self._active = 0
+
+    def body(self, i: int) -> Callable[[Any], Awaitable[None]]:
+        """The ``i``-th body: appends ``i`` to :attr:`order` with a checkpoint inside."""
+
+        async def run(scope: Any) -> None:
+            self._active += 1
+            assert self._active == 1, "two turn bodies ran at once"
+            self.order.append(i)
+            await checkpoint()
+            self._active -= 1
+
+        return run

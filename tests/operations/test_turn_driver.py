@@ -31,6 +31,7 @@ from lionagi.session.session import Session
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart
 from lionagi.testing import FunctionModel
 from tests.helpers import (
+    SerialBodies,
     assert_idle,
     assert_one_terminal_per_start,
     echo_model,
@@ -809,19 +810,7 @@ async def test_last_context_report_follows_the_last_terminal_turn() -> None:
 async def test_many_callers_on_one_branch_run_in_fifo_order_without_overlap() -> None:
     branch, rec, _ = observed_branch()
     n = 1000
-    active = 0
-    order: list[int] = []
-
-    def caller(i: int) -> Any:
-        async def body(scope: TurnScope) -> None:
-            nonlocal active
-            active += 1
-            assert active == 1
-            order.append(i)
-            await checkpoint()
-            active -= 1
-
-        return body
+    bodies = SerialBodies()
 
     entered, release = anyio.Event(), anyio.Event()
 
@@ -834,12 +823,12 @@ async def test_many_callers_on_one_branch_run_in_fifo_order_without_overlap() ->
         await entered.wait()
         lock = branch._turn_lock
         for i in range(n):
-            body = caller(i)
+            body = bodies.body(i)
             tg.start_soon(functools.partial(run_in_turn, branch, model=None, invoke=body))
             while lock.tasks_waiting < i + 1:
                 await checkpoint()
         release.set()
-    assert order == list(range(n))
+    assert bodies.order == list(range(n))
     assert len(rec.starts()) == n + 1
     assert_one_terminal_per_start(rec)
     assert_idle(branch)

@@ -25,7 +25,7 @@ from lionagi.session.branch import Branch
 from lionagi.session.session import Session
 from lionagi.session.signal import Signal
 from lionagi.testing import FunctionModel
-from tests.helpers import Recorder, assert_idle, echo_model, observed_branch
+from tests.helpers import Recorder, SerialBodies, assert_idle, echo_model, observed_branch
 
 
 async def _value(scope: TurnScope) -> str:
@@ -103,24 +103,12 @@ async def test_one_frame_turns_run_in_fifo_order_without_overlap(
     quick_turns: list[Branch],
 ) -> None:
     branch = Branch(chat_model=echo_model())
-    active = 0
-    order: list[int] = []
+    bodies = SerialBodies()
     entered, release = anyio.Event(), anyio.Event()
 
     async def holder(scope: TurnScope) -> None:
         entered.set()
         await release.wait()
-
-    def caller(i: int) -> Any:
-        async def body(scope: TurnScope) -> None:
-            nonlocal active
-            active += 1
-            assert active == 1
-            order.append(i)
-            await checkpoint()
-            active -= 1
-
-        return body
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(
@@ -129,12 +117,14 @@ async def test_one_frame_turns_run_in_fifo_order_without_overlap(
         await entered.wait()
         for i in range(20):
             tg.start_soon(
-                functools.partial(run_in_turn, branch, model=None, invoke=caller(i), nests=False)
+                functools.partial(
+                    run_in_turn, branch, model=None, invoke=bodies.body(i), nests=False
+                )
             )
             while branch._turn_lock.tasks_waiting < i + 1:
                 await checkpoint()
         release.set()
-    assert order == list(range(20))
+    assert bodies.order == list(range(20))
     assert len(quick_turns) == 21
     assert_idle(branch)
 
