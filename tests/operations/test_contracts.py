@@ -347,3 +347,34 @@ async def test_a_common_call_is_bound_without_running_the_validator(
     assert with_dict.context == {"k": [1]}
     assert await branch.chat("y", context={"k": 1}) == "b"
     assert len(validated) == 2
+
+
+def test_a_parameter_class_with_a_validator_of_its_own_is_never_bound_as_given() -> None:
+    """The fast path skips only pydantic's own checks; a class that adds a validator (here a
+    subclass that rewrites ``instruction``) gets every call validated."""
+    from pydantic import field_validator
+    from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+    from lionagi.operations.params import _STRICT, ChatParams, bind
+
+    @pydantic_dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
+    class ShoutedChatParams(ChatParams):
+        @field_validator("instruction")
+        @classmethod
+        def _shout(cls, value: Any) -> Any:
+            return value.upper() if isinstance(value, str) else value
+
+    model = TestModel(["a"])
+    arguments: dict[str, Any] = {
+        "instruction": "x",
+        "guidance": None,
+        "context": None,
+        "response_format": None,
+        "request_fields": None,
+        "chat_model": model,
+        "images": None,
+        "return_ins_res_message": False,
+        "options": {},
+    }
+    assert bind(ShoutedChatParams, arguments).instruction == "X"
+    assert bind(ChatParams, arguments).instruction == "x"
