@@ -304,17 +304,9 @@ async def test_caller_text_beyond_ascii_is_sent_unchanged() -> None:
 
 
 # -- values stored as given -----------------------------------------------------------------
-async def test_a_common_call_is_bound_without_running_the_validator(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Text, ``None``, flags and a model are what strict validation returns unchanged, so the
-    call is stored as given; a value validation would change (a dict, copied) still goes
-    through the validator, and both objects equal what the validator builds."""
-    from lionagi.operations.params import ChatParams, bind
-
-    model = TestModel(["a", "b"])
-    branch = Branch(chat_model=model)
-    arguments: dict[str, Any] = {
+def _common_chat_arguments(model: TestModel) -> dict[str, Any]:
+    """``Branch.chat``'s locals for ``chat("x", chat_model=model)``, as ``bind`` receives them."""
+    return {
         "instruction": "x",
         "guidance": None,
         "context": None,
@@ -325,6 +317,19 @@ async def test_a_common_call_is_bound_without_running_the_validator(
         "return_ins_res_message": False,
         "options": {},
     }
+
+
+async def test_a_common_call_is_bound_without_running_the_validator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Text, ``None``, flags and a model are what strict validation returns unchanged, so the
+    call is stored as given; a value validation would change (a dict, copied) still goes
+    through the validator, and both objects equal what the validator builds."""
+    from lionagi.operations.params import ChatParams, bind
+
+    model = TestModel(["a", "b"])
+    branch = Branch(chat_model=model)
+    arguments = _common_chat_arguments(model)
     expected = ChatParams(**arguments)  # (builds the validator before it is watched)
     validated: list[dict[str, Any]] = []
     real_init = ChatParams.__init__
@@ -365,16 +370,6 @@ def test_a_parameter_class_with_a_validator_of_its_own_is_never_bound_as_given()
             return value.upper() if isinstance(value, str) else value
 
     model = TestModel(["a"])
-    arguments: dict[str, Any] = {
-        "instruction": "x",
-        "guidance": None,
-        "context": None,
-        "response_format": None,
-        "request_fields": None,
-        "chat_model": model,
-        "images": None,
-        "return_ins_res_message": False,
-        "options": {},
-    }
+    arguments = _common_chat_arguments(model)
     assert bind(ShoutedChatParams, arguments).instruction == "X"
     assert bind(ChatParams, arguments).instruction == "x"
