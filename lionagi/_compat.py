@@ -14,17 +14,21 @@ backend:
   opens one, and on trio anyio's scope is a wrapper around trio's own that costs about 1.4x it;
 - anyio's ``checkpoint_if_cancelled`` without its per-call lookup of the running backend
   (:func:`checkpoint_if_cancelled`), and the same question asked without a coroutine
-  (:func:`cancel_called`): every turn takes its Branch's lock after asking it.
+  (:func:`cancel_called`): every turn takes its Branch's lock after asking it;
+- a timeout whose timer keeps none of the caller's context variables alive
+  (:func:`timeout_scope`): asyncio's timer handle holds the context it was scheduled from.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import math
 import sys
 import weakref
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from types import ModuleType, TracebackType
 from typing import Any, Protocol
 
@@ -35,6 +39,7 @@ from anyio import (
     current_effective_deadline,
     get_cancelled_exc_class,
     get_running_tasks,
+    move_on_after,
 )
 from anyio.abc import AsyncBackend
 from anyio.lowlevel import checkpoint_if_cancelled as _anyio_checkpoint_if_cancelled
@@ -51,6 +56,7 @@ __all__ = [
     "spawn_detached",
     "spawn_threadsafe",
     "task_info",
+    "timeout_scope",
 ]
 
 logger = logging.getLogger("lionagi")
@@ -222,6 +228,44 @@ def new_cancel_scope() -> CancelHandle:
         return CancelScope()
     scope: CancelHandle = _trio().CancelScope()
     return scope
+
+
+class _Uncaptured:
+    """An asyncio deadline scope entered from an empty context (see :func:`timeout_scope`)."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, scope: CancelScope) -> None:
+        self.scope = scope
+
+    def __enter__(self) -> CancelScope:
+        return contextvars.Context().run(self.scope.__enter__)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        return self.scope.__exit__(exc_type, exc, tb)
+
+
+def timeout_scope(delay: float) -> AbstractContextManager[CancelScope, bool]:
+    """``anyio.move_on_after(delay)``, whose timer keeps none of the caller's context variables.
+
+    asyncio (and uvloop) schedule a deadline with a timer handle that holds a copy of the
+    context it was scheduled from; when the scope exits early the handle is only cancelled,
+    and it stays in the loop's timer queue, context and all, until the loop next cleans that
+    queue (a loop that never waits on I/O, as with an offline model: never). Inside a turn
+    that context holds the turn's binding, so every turn stayed reachable, with what it
+    references, long after it ended. On asyncio the scope is therefore entered from an empty
+    context (its deadline callback needs none); trio keeps deadlines without contexts. Call
+    from async code; ``with timeout_scope(d) as scope`` gives the scope itself.
+    """
+    loop = _running_asyncio_loop()
+    if loop is None:
+        return move_on_after(delay)
+    return _Uncaptured(CancelScope(deadline=loop.time() + delay))
 
 
 @functools.cache

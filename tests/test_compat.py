@@ -144,3 +144,38 @@ async def test_cancel_called_says_whether_a_checkpoint_would_raise_the_cancellat
         raise AssertionError("not reached: the checkpoint raises the cancellation")
     assert outer.cancelled_caught
     assert not cancel_called()
+
+
+class _Probe:
+    """A value to hold in a context variable and watch for being freed."""
+
+
+async def test_a_timeout_scopes_timer_keeps_none_of_the_callers_context_variables() -> None:
+    # asyncio's timer handle keeps the context it was scheduled from until the loop cleans its
+    # timer queue, long after the scope exited: with anyio.move_on_after this fails on asyncio
+    import contextvars
+    import gc
+    import weakref
+
+    from lionagi._compat import timeout_scope
+
+    var: contextvars.ContextVar[_Probe | None] = contextvars.ContextVar("probe", default=None)
+    probe = _Probe()
+    freed = weakref.ref(probe)
+    token = var.set(probe)
+    with timeout_scope(300) as scope:
+        assert var.get() is probe  # the body runs in the caller's context
+        assert scope.deadline > anyio.current_time()
+    var.reset(token)
+    del probe
+    gc.collect()
+    assert freed() is None
+    assert not scope.cancelled_caught
+
+
+async def test_a_timeout_scope_still_times_out() -> None:
+    from lionagi._compat import timeout_scope
+
+    with timeout_scope(0.01) as scope:
+        await anyio.sleep_forever()
+    assert scope.cancelled_caught

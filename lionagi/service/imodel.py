@@ -17,6 +17,7 @@ import anyio
 from pydantic import BaseModel, SecretStr
 
 from lionagi import _instrument
+from lionagi._compat import timeout_scope
 from lionagi._declared import declared_as
 from lionagi._interrupt import GuardedClock, Interrupt, _Interrupted, guard, guarded_hook
 from lionagi._loopbound import LoopBound
@@ -330,7 +331,7 @@ class iModel:
     async def _invoke_timed(self, request: ModelRequest) -> ModelResponse:
         if self.timeout is None:
             return await self.provider.invoke(request)
-        with anyio.move_on_after(self.timeout) as scope:
+        with timeout_scope(self.timeout) as scope:  # its timer keeps no turn alive
             return await self.provider.invoke(request)
         assert scope.cancelled_caught
         raise ProviderTimeout(

@@ -285,3 +285,29 @@ async def test_the_observer_a_turn_starts_with_is_told_of_its_end() -> None:
     assert await run_in_turn(branch, model=None, invoke=_value) == "value"
     assert recorder.kinds() == ["RunStart", "RunEnd", "RunStart", "RunEnd"]
     assert_idle(branch)
+
+
+async def test_a_finished_turn_is_not_kept_alive_by_its_model_calls_timeout() -> None:
+    # the model call's timeout scope schedules a timer on asyncio; the cancelled timer stays in
+    # the loop's queue with the context it was scheduled from, which holds the turn's binding.
+    # Fails on asyncio with the timeout entered from the turn's context (anyio.move_on_after).
+    import gc
+    import weakref
+
+    contexts: list[weakref.ref[Any]] = []
+
+    async def reply(messages: Any, **options: Any) -> str:
+        binding = _active_turn_var.get()
+        assert binding is not None
+        # the context is slotted without weak references; its signal queue is its own
+        contexts.append(weakref.ref(binding.scope.context.pending_signals))
+        return "ok"
+
+    branch = Branch(chat_model=FunctionModel(reply))
+    await branch.chat_and_record("hi")
+    observed, _, _ = observed_branch(chat_model=FunctionModel(reply))
+    await observed.chat_and_record("hi")
+    gc.collect()
+    assert len(contexts) == 2
+    assert [ref() for ref in contexts] == [None, None]
+    assert len(branch.messages) == 2  # the turn itself went as usual
