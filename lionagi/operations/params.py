@@ -155,7 +155,8 @@ class OperationParams(PydanticDataclassMethods):
     ``model_validate``, ``model_copy``, ...), but are not ``BaseModel`` instances.
     """
 
-    #: the Branch method the parameters belong to (used in error messages)
+    #: the Branch method the parameters belong to, named in error messages (set below from
+    #: :data:`OPERATION_PARAMS`: the first method name that maps to the class)
     operation: ClassVar[str]
     #: alias -> field: other accepted names of a field (upstream lionagi's names)
     aliases: ClassVar[Mapping[str, str]] = {}
@@ -197,8 +198,6 @@ class _AskParams(OperationParams):
 class ChatParams(_AskParams):
     """:meth:`Branch.chat` and :meth:`Branch.chat_and_record`."""
 
-    operation: ClassVar[str] = "chat"
-
     response_format: type[BaseModel] | dict[str, Any] | None
     request_fields: RequestFields | None
     images: Images
@@ -209,7 +208,6 @@ class ChatParams(_AskParams):
 class CommunicateParams(_AskParams):
     """:meth:`Branch.communicate`."""
 
-    operation: ClassVar[str] = "communicate"
     instruct_fields: ClassVar[tuple[str, ...]] = ("instruction", "guidance", "context")
 
     response_format: type[BaseModel] | None
@@ -224,8 +222,6 @@ class CommunicateParams(_AskParams):
 class ParseParams(OperationParams):
     """:meth:`Branch.parse`."""
 
-    operation: ClassVar[str] = "parse"
-
     text: str
     response_format: type[BaseModel]
     max_retries: Count
@@ -237,8 +233,6 @@ class ParseParams(OperationParams):
 class InterpretParams(OperationParams):
     """:meth:`Branch.interpret`."""
 
-    operation: ClassVar[str] = "interpret"
-
     text: Annotated[str, Field(min_length=1, pattern=r"\S")]
     domain: str | None
     style: str | None
@@ -249,7 +243,6 @@ class InterpretParams(OperationParams):
 class OperateParams(_AskParams):
     """:meth:`Branch.operate`."""
 
-    operation: ClassVar[str] = "operate"
     instruct_fields: ClassVar[tuple[str, ...]] = (
         "instruction",
         "guidance",
@@ -275,7 +268,6 @@ class OperateParams(_AskParams):
 class ActParams(OperationParams):
     """:meth:`Branch.act` (it takes no model options)."""
 
-    operation: ClassVar[str] = "act"
     takes_model_options: ClassVar[bool] = False
 
     strategy: ActionStrategy
@@ -287,7 +279,6 @@ class ActParams(OperationParams):
 class ReActParams(_AskParams):
     """:meth:`Branch.ReAct` and :meth:`Branch.ReActStream`."""
 
-    operation: ClassVar[str] = "ReAct"
     instruct_fields: ClassVar[tuple[str, ...]] = ("instruction", "guidance", "context")
 
     instruction: str | Instruction  # required here
@@ -305,8 +296,6 @@ class ReActParams(_AskParams):
 @dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
 class RunParams(_AskParams):
     """:meth:`Branch.run`."""
-
-    operation: ClassVar[str] = "run"
 
     instruction: str | Instruction  # required here
     images: Images
@@ -330,12 +319,16 @@ OPERATION_PARAMS: Mapping[str, type[OperationParams]] = {
     "run": RunParams,
 }
 
+# Each class's operation is the first method name that maps to it ("chat" for ChatParams,
+# "ReAct" for ReActParams): the names are written once, in the mapping above.
+for _name, _params in reversed([*OPERATION_PARAMS.items()]):
+    _params.operation = _name
 # Immutable as a frozen BaseModel is: assigning raises pydantic's frozen_instance error (a
 # frozen dataclass's own __setattr__ raises FrozenInstanceError, an AttributeError).
 for _class in {OperationParams, _AskParams, *OPERATION_PARAMS.values()}:
     _class.__setattr__ = _refuse_assignment  # type: ignore[method-assign]
     _class.__delattr__ = _refuse_assignment  # type: ignore[method-assign,assignment]
-del _class
+del _name, _params, _class
 
 # Names upstream lionagi (or the openai SDK) accepts that lionagi does not: what to do instead.
 _TOOLS_ON_OPERATE = (

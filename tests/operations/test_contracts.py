@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from lionagi import Branch, OperationError, UnknownParameterError, iModel
-from lionagi.operations.params import MODEL_OPTION_NAMES
+from lionagi.operations.params import MODEL_OPTION_NAMES, OPERATION_PARAMS
 from lionagi.testing import TestModel
 from tests.helpers import assert_idle, observed_branch
 from tests.payloads import chunk, completion
@@ -157,6 +157,16 @@ async def test_an_unknown_keyword_is_a_type_error_everywhere(op: str) -> None:
     assert isinstance(caught.value, UnknownParameterError)
     assert caught.value.name == "skip_validation"
     assert caught.value.operation == op
+
+
+def test_each_parameter_class_names_the_first_operation_it_serves() -> None:
+    named = {params: params.operation for params in OPERATION_PARAMS.values()}
+    assert named == {
+        params: next(op for op, cls in OPERATION_PARAMS.items() if cls is params)
+        for params in OPERATION_PARAMS.values()
+    }
+    assert OPERATION_PARAMS["chat_and_record"].operation == "chat"
+    assert OPERATION_PARAMS["ReActStream"].operation == "ReAct"
 
 
 async def test_imodel_is_an_alias_of_chat_model_and_not_both() -> None:
