@@ -31,7 +31,6 @@ from lionagi.session.session import Session
 from lionagi.session.signal import MessageAdded, RunEnd, RunFailed, RunStart
 from lionagi.testing import FunctionModel
 from tests.helpers import (
-    SerialBodies,
     assert_idle,
     assert_one_terminal_per_start,
     echo_model,
@@ -364,43 +363,6 @@ async def test_unfinished_nested_work_is_cancelled_before_the_terminal() -> None
     branch._observer.subscribe(RunEnd, lambda s, _: events.append("RunEnd"))
     await run_in_turn(branch, model=None, invoke=body)
     assert events == ["child-cancelled", "RunEnd"]
-    assert_idle(branch)
-
-
-async def test_caller_owned_task_with_inherited_binding_is_cancelled_then_stale() -> None:
-    """A task started in a caller's task group inside the turn inherits the binding. Its nested
-    call is registered and cancelled at finalization; after the turn its call is top-level."""
-    branch, rec, _ = observed_branch()
-    in_nested, turn_over = anyio.Event(), anyio.Event()
-    outcomes: list[Any] = []
-
-    async def hang(scope: TurnScope) -> None:
-        in_nested.set()
-        await anyio.sleep_forever()
-
-    async def straggler() -> None:
-        try:
-            await run_in_turn(branch, model=None, invoke=hang)
-        except TurnFinalizingError as exc:
-            outcomes.append(exc)
-        await turn_over.wait()
-        # the binding it inherited is stale now: this is a new top-level turn
-        outcomes.append(await run_in_turn(branch, model=None, invoke=_value))
-
-    async with anyio.create_task_group() as caller_group:
-
-        async def body(scope: TurnScope) -> None:
-            caller_group.start_soon(straggler)
-            await in_nested.wait()
-
-        await run_in_turn(branch, model=None, invoke=body)
-        turn_over.set()
-    assert isinstance(outcomes[0], TurnFinalizingError)
-    assert outcomes[1] == "value"
-    starts = rec.starts()
-    assert len(starts) == 2
-    assert starts[0].turn_id != starts[1].turn_id
-    assert_one_terminal_per_start(rec)
     assert_idle(branch)
 
 
@@ -807,33 +769,6 @@ async def test_last_context_report_follows_the_last_terminal_turn() -> None:
 
 
 # -- scale -----------------------------------------------------------------------------------------
-async def test_many_callers_on_one_branch_run_in_fifo_order_without_overlap() -> None:
-    branch, rec, _ = observed_branch()
-    n = 1000
-    bodies = SerialBodies()
-
-    entered, release = anyio.Event(), anyio.Event()
-
-    async def holder(scope: TurnScope) -> None:
-        entered.set()
-        await release.wait()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: run_in_turn(branch, model=None, invoke=holder))
-        await entered.wait()
-        lock = branch._turn_lock
-        for i in range(n):
-            body = bodies.body(i)
-            tg.start_soon(functools.partial(run_in_turn, branch, model=None, invoke=body))
-            while lock.tasks_waiting < i + 1:
-                await checkpoint()
-        release.set()
-    assert bodies.order == list(range(n))
-    assert len(rec.starts()) == n + 1
-    assert_one_terminal_per_start(rec)
-    assert_idle(branch)
-
-
 async def test_many_branches_do_not_serialize_each_other() -> None:
     n = 1000
     inside = 0

@@ -25,7 +25,14 @@ from lionagi.session.branch import Branch
 from lionagi.session.session import Session
 from lionagi.session.signal import Signal
 from lionagi.testing import FunctionModel
-from tests.helpers import Recorder, SerialBodies, assert_idle, echo_model, observed_branch
+from tests.helpers import (
+    Recorder,
+    SerialBodies,
+    assert_idle,
+    assert_one_terminal_per_start,
+    echo_model,
+    observed_branch,
+)
 
 
 async def _value(scope: TurnScope) -> str:
@@ -99,10 +106,18 @@ async def test_a_one_frame_turn_refuses_start_soon_and_reraises_the_bodys_error(
     assert_idle(branch)
 
 
-async def test_one_frame_turns_run_in_fifo_order_without_overlap(
-    quick_turns: list[Branch],
+@pytest.mark.parametrize("observed", [True, False], ids=["general-turn", "one-frame-turn"])
+async def test_many_callers_on_one_branch_run_in_fifo_order_without_overlap(
+    observed: bool, quick_turns: list[Branch]
 ) -> None:
-    branch = Branch(chat_model=echo_model())
+    """Turns waiting for one Branch run one at a time, in the order they asked, on the general
+    turn (an observed Branch) and on the one-frame turn (unobserved, ``nests=False``)."""
+    if observed:
+        branch, rec, _ = observed_branch()
+    else:
+        branch, rec = Branch(chat_model=echo_model()), None
+    turn = functools.partial(run_in_turn, branch, model=None, nests=observed)
+    n = 1000
     bodies = SerialBodies()
     entered, release = anyio.Event(), anyio.Event()
 
@@ -111,31 +126,36 @@ async def test_one_frame_turns_run_in_fifo_order_without_overlap(
         await release.wait()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(
-            functools.partial(run_in_turn, branch, model=None, invoke=holder, nests=False)
-        )
+        tg.start_soon(functools.partial(turn, invoke=holder))
         await entered.wait()
-        for i in range(20):
-            tg.start_soon(
-                functools.partial(
-                    run_in_turn, branch, model=None, invoke=bodies.body(i), nests=False
-                )
-            )
+        for i in range(n):
+            tg.start_soon(functools.partial(turn, invoke=bodies.body(i)))
             while branch._turn_lock.tasks_waiting < i + 1:
                 await checkpoint()
         release.set()
-    assert bodies.order == list(range(20))
-    assert len(quick_turns) == 21
+    assert bodies.order == list(range(n))
+    if rec is None:
+        assert len(quick_turns) == n + 1
+    else:
+        assert quick_turns == []
+        assert len(rec.starts()) == n + 1
+        assert_one_terminal_per_start(rec)
     assert_idle(branch)
 
 
+@pytest.mark.parametrize("observed", [True, False], ids=["general-turn", "one-frame-turn"])
 async def test_a_joined_call_from_a_caller_owned_task_is_cancelled_then_stale(
-    quick_turns: list[Branch],
+    observed: bool, quick_turns: list[Branch]
 ) -> None:
-    """A task started in the caller's task group inside a one-frame turn inherits the binding:
-    its call joins the turn, is cancelled when the body returns, and after the turn its call
-    is a turn of its own."""
-    branch = Branch(chat_model=echo_model())
+    """A task started in the caller's task group inside a turn inherits the binding: its call
+    joins the turn (registered as nested work), is cancelled when the body returns, and after
+    the turn its call is a turn of its own. The same on the general turn (an observed Branch)
+    and on the one-frame turn (unobserved, ``nests=False``)."""
+    if observed:
+        branch, rec, _ = observed_branch()
+    else:
+        branch, rec = Branch(chat_model=echo_model()), None
+    turn = functools.partial(run_in_turn, branch, model=None, nests=observed)
     in_nested, turn_over = anyio.Event(), anyio.Event()
     outcomes: list[Any] = []
 
@@ -145,11 +165,12 @@ async def test_a_joined_call_from_a_caller_owned_task_is_cancelled_then_stale(
 
     async def straggler() -> None:
         try:
-            await run_in_turn(branch, model=None, invoke=hang, nests=False)
+            await turn(invoke=hang)
         except TurnFinalizingError as exc:
             outcomes.append(exc)
         await turn_over.wait()
-        outcomes.append(await run_in_turn(branch, model=None, invoke=_value, nests=False))
+        # the binding it inherited is stale now: this is a new top-level turn
+        outcomes.append(await turn(invoke=_value))
 
     async with anyio.create_task_group() as caller_group:
 
@@ -158,12 +179,19 @@ async def test_a_joined_call_from_a_caller_owned_task_is_cancelled_then_stale(
             await in_nested.wait()
             return "body"
 
-        assert await run_in_turn(branch, model=None, invoke=body, nests=False) == "body"
+        assert await turn(invoke=body) == "body"
         assert_idle(branch)
         turn_over.set()
     assert isinstance(outcomes[0], TurnFinalizingError)
     assert outcomes[1] == "value"
-    assert len(quick_turns) == 2
+    if rec is None:
+        assert quick_turns == [branch, branch]
+    else:
+        assert quick_turns == []
+        starts = rec.starts()
+        assert len(starts) == 2
+        assert starts[0].turn_id != starts[1].turn_id
+        assert_one_terminal_per_start(rec)
     assert_idle(branch)
 
 
