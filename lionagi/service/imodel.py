@@ -11,7 +11,8 @@ many attempts it took.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Self, TypeAlias
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Generic, Never, Self, TypeAlias, TypeVar, overload
 
 import anyio
 from pydantic import BaseModel, SecretStr
@@ -48,6 +49,7 @@ from lionagi.service.types import (
 __all__ = ["DEFAULT_EMBED_BATCH", "DEFAULT_TIMEOUT", "iModel"]
 
 DEFAULT_TIMEOUT = 300.0
+_T = TypeVar("_T")
 # an opened stream: its chunks, the first chunk, the concurrency slot's borrower, the rate-limit
 # grant and the log record
 _Opened: TypeAlias = tuple[
@@ -62,6 +64,29 @@ DEFAULT_EMBED_BATCH = 96
 _EMBED_PARALLEL = 4  # embeddings requests of one embed() call in flight at once
 # provider names of lionagi.testing models, which to_dict marks but from_dict cannot rebuild
 _OFFLINE_PROVIDERS = frozenset({"function", "test"})
+
+
+class _FromProvider(property, Generic[_T]):
+    """A read-only attribute of an :class:`iModel` that is its provider's attribute ``name``.
+
+    A ``property`` whose getter is ``operator.attrgetter("provider.<name>")``: one line per
+    attribute, typed by its parameter, and a read runs no Python frame (the model name and the
+    provider name are read on every request).
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(attrgetter(f"provider.{name}"))
+        self.__doc__ = f"The provider's ``{name}`` (read from ``iModel.provider``)."
+
+    if TYPE_CHECKING:
+
+        @overload
+        def __get__(self, instance: None, owner: type | None = None, /) -> Self: ...
+        @overload
+        def __get__(self, instance: object, owner: type | None = None, /) -> _T: ...
+        def __get__(self, instance: object, owner: type | None = None, /) -> Any: ...
+        # read-only to the type checker too, as a ``@property`` without a setter is
+        def __set__(self, instance: object, value: Never, /) -> None: ...
 
 
 def _limiter_idle(limiter: anyio.CapacityLimiter) -> bool:
@@ -192,23 +217,15 @@ class iModel:
         """This model's rate limiter in the running event loop (``None`` without limits)."""
         return None if self._rate is None else self._rate.get()
 
-    # -- identity ------------------------------------------------------------------------
-    @property
-    def provider_name(self) -> str:
-        return self.provider.name
-
-    @property
-    def model(self) -> str:
-        return self.provider.model
-
-    @property
-    def supports_native_tools(self) -> bool:
-        return self.provider.supports_native_tools
-
-    @property
-    def structured_output(self) -> StructuredOutput:
-        """How this model asks for a ``response_format`` (see ``StructuredOutput``)."""
-        return self.provider.structured_output
+    # -- identity: the provider's, read through to it ------------------------------------
+    provider_name = _FromProvider[str]("name")
+    """The provider's registered name (``"openai"``, ``"anthropic"``, ...)."""
+    model = _FromProvider[str]("model")
+    """The model name sent with each request."""
+    supports_native_tools = _FromProvider[bool]("supports_native_tools")
+    """Whether requests carry tool schemas (function calling); ``False`` for agentic CLIs."""
+    structured_output = _FromProvider[StructuredOutput]("structured_output")
+    """How this model asks for a ``response_format`` (see ``StructuredOutput``)."""
 
     def __repr__(self) -> str:
         return f"iModel(provider={self.provider_name!r}, model={self.model!r})"

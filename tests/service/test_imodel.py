@@ -65,6 +65,22 @@ def test_provider_and_model_names_split(
     assert (imodel.provider_name, imodel.model) == (provider, model)
 
 
+def test_the_identity_attributes_are_the_providers_and_read_only() -> None:
+    imodel = iModel("openai", "gpt-4o-mini", api_key=KEY)
+    provider = imodel.provider
+    assert (
+        imodel.provider_name,
+        imodel.model,
+        imodel.supports_native_tools,
+        imodel.structured_output,
+    ) == (provider.name, provider.model, True, provider.structured_output)
+    agent = FunctionModel(lambda messages, **options: "ok", name="fn", model="m1")
+    assert (agent.provider_name, agent.model) == ("fn", "m1")
+    with pytest.raises(AttributeError):
+        imodel.model = "other"  # type: ignore[assignment]
+    assert imodel.model == "gpt-4o-mini"
+
+
 def test_missing_provider_or_model_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="needs a provider"):
         iModel()
