@@ -144,7 +144,7 @@ async def test_many_callers_on_one_branch_run_in_fifo_order_without_overlap(
 
 
 @pytest.mark.parametrize("observed", [True, False], ids=["general-turn", "one-frame-turn"])
-async def test_a_joined_call_from_a_caller_owned_task_is_cancelled_then_stale(
+async def test_caller_owned_task_with_inherited_binding_is_cancelled_then_stale(
     observed: bool, quick_turns: list[Branch]
 ) -> None:
     """A task started in the caller's task group inside a turn inherits the binding: its call
