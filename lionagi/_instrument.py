@@ -27,14 +27,13 @@ from time import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lionagi.protocols.messages import RecordedCopy
-from lionagi.service.types import ModelResponse
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnExecutionContext
     from lionagi.protocols.messages import ActionRequest, ActionResponse
     from lionagi.service.imodel import iModel
     from lionagi.service.retry import RetryHook
-    from lionagi.service.types import ModelRequest, StreamChunk
+    from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
     from lionagi.session.branch import Branch
     from lionagi.session.flow import _Flow
     from lionagi.session.logs import LogManager
@@ -179,7 +178,7 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
             model.provider.name, request, None, exc, binding.branch_id, turn, started
         )
         raise
-    if response.__class__ is not ModelResponse or logs._capacity is not None:
+    if logs._capacity is not None:  # a bounded log: the record may replace the oldest one
         turn = context.turn_id.int
         name = model.provider.name
         logs.record_api_call(name, request, response, None, binding.branch_id, turn, started)
@@ -209,9 +208,8 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
         None if schema is None else schema.get("title"),
         request.options or None,
         request.session_id,
-        True,
+        response,
     )
-    slots += response.__dict__.values()
     return response
 
 

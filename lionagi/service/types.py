@@ -6,9 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
-from lionagi.protocols.messages import Message, Reasoning, ToolCall, Usage
+from lionagi._pydantic_methods import PydanticDataclassMethods
+from lionagi.protocols.messages import Message, Reasoning, ToolCall, Usage, _refuse_assignment
 from lionagi.protocols.tool_spec import ToolSpec
 
 __all__ = [
@@ -56,8 +58,9 @@ class ModelRequest:
     structured_output: StructuredOutput = "json_schema"
 
 
-class ModelResponse(BaseModel):
-    """A complete model reply.
+@_pydantic_dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponse(PydanticDataclassMethods):
+    """A complete model reply (immutable).
 
     ``finish_reason`` is the provider's own stop reason (``"stop"``, ``"length"``,
     ``"tool_calls"``, ``"end_turn"``, ``"max_tokens"``, ``"pause_turn"``...). ``refusal`` is the
@@ -67,21 +70,31 @@ class ModelResponse(BaseModel):
     from and ``cache_write_tokens`` written to a prompt cache.
     ``attempts`` is how many requests the call sent to get it (retries included);
     ``provider``/``model`` name the model that answered (a fallback model, when one did).
-    """
 
-    model_config = ConfigDict(frozen=True)
+    A frozen slotted pydantic dataclass, as messages are: built and validated from keywords
+    (unknown ones are ignored), equal by fields, with ``model_validate``, ``model_dump``,
+    ``model_dump_json`` and ``model_copy``; an instance is only its field slots, so a Branch's
+    log record keeps the reply itself. A subclass adding fields is declared with
+    ``pydantic.dataclasses.dataclass`` too.
+    """
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     refusal: str | None = None
     reasoning: tuple[Reasoning, ...] = ()
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)
     model: str | None = None
     provider: str | None = None
     finish_reason: str | None = None
     session_id: str | None = None
     raw: JsonValue = None
     attempts: int = 1
+
+
+# Immutable as a frozen BaseModel is (and as messages are): assigning raises pydantic's
+# frozen_instance error, not the dataclass's FrozenInstanceError. It hashes by its fields.
+ModelResponse.__setattr__ = _refuse_assignment  # type: ignore[method-assign]
+ModelResponse.__delattr__ = _refuse_assignment  # type: ignore[method-assign]
 
 
 class _Chunk(BaseModel):

@@ -1,18 +1,17 @@
 """A Branch's logs: one record per model call and per tool call, dumped as JSON lines.
 
 Records are cheap to make -- a model call's record is references to what the call already built
-(the request's parts, the response's values) in one flat list, made into a :class:`Log` when
-first read --
-and become JSON only when read with :meth:`Log.to_dict` or dumped. Nothing secret goes in: API
-keys live in the provider, never in a request, and option values whose names look like
-credentials are masked on the way out.
+(the request's parts, the response itself) in one flat list, made into a :class:`Log` when
+first read -- and become JSON only when read with :meth:`Log.to_dict` or dumped. Nothing
+secret goes in: API keys live in the provider, never in a request, and option values whose
+names look like credentials are masked on the way out.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from time import time
@@ -23,11 +22,10 @@ import anyio
 from pydantic import SecretStr
 
 from lionagi.errors import ConfigurationError
-from lionagi.service.types import ModelResponse
 
 if TYPE_CHECKING:
     from lionagi.protocols.messages import ActionRequest, ActionResponse
-    from lionagi.service.types import ModelRequest
+    from lionagi.service.types import ModelRequest, ModelResponse
 
 __all__ = ["DEFAULT_LOG_DIR", "Log", "LogManager"]
 
@@ -38,11 +36,7 @@ LogKind = Literal["api_call", "tool_call"]
 
 _SECRET_NAME = re.compile(r"key|token|secret|passw|authori[sz]ation|cookie|credential", re.I)
 _MASK = "**********"
-_REPLY_FIELDS = tuple(ModelResponse.model_fields)
-_FIELD_COUNT = len(_REPLY_FIELDS)
-_NO_REPLY = (None,) * _FIELD_COUNT
-_CALL = 13  # a model call's record: 13 slots of the call (its start first), then the reply's fields
-_WIDTH = _CALL + _FIELD_COUNT  # slots per record
+_WIDTH = 13  # slots per record: a model call's 13 values (its start first, its outcome last)
 _PADDING = (None,) * (_WIDTH - 1)
 
 
@@ -76,15 +70,12 @@ class Log:
     @classmethod
     def _of(cls, entry: tuple[Any, ...]) -> Log:
         """The record of the values :meth:`LogManager.record_api_call` kept."""
-        started, ended, branch_id, turn, *request, outcome = entry[:_CALL]
+        started, ended, branch_id, turn, *request, outcome = entry
         reply: ModelResponse | None = None
         error = None
-        if outcome is True:  # the reply's field values follow, in field order
-            fields = dict(zip(_REPLY_FIELDS, entry[_CALL:], strict=True))
-            reply = ModelResponse.model_construct(**fields)
-        elif isinstance(outcome, str):
+        if isinstance(outcome, str):  # the failed call's error
             error = outcome
-        else:
+        else:  # the reply (None: a stream that ended without one)
             reply = outcome
         log = cls(
             "api_call",
@@ -253,24 +244,16 @@ class LogManager(Sequence[Log]):
 
         The hot path of every logged model call, so it only gathers references: the request's
         last message (the instruction, usually), how many messages were sent, its tools,
-        schema title, options and session, and the response's field values (the frozen
-        response's own ``__dict__``: the response object itself need not stay alive). It never
-        keeps a copy of the history or an exception object (which would keep the failed
-        call's frames, and the Branch, alive). The values become a :class:`Log` when first
-        read.
+        schema title, options and session, and the response itself (immutable, only its field
+        slots: keeping it costs a reference, less than copying its values). It never keeps a
+        copy of the history or an exception object (which would keep the failed call's
+        frames, and the Branch, alive). The values become a :class:`Log` when first read.
         """
         messages = request.messages
         schema = request.response_format
-        outcome: ModelResponse | str | bool | None
-        values: Iterable[Any]
+        outcome: ModelResponse | str | None = response
         if error is not None:  # failed (a stream may fail after its final reply: the error wins)
-            outcome, values = f"{type(error).__name__}: {error}", _NO_REPLY
-        elif response is None:
-            outcome, values = None, _NO_REPLY
-        elif len(values := response.__dict__.values()) == _FIELD_COUNT:
-            outcome = True  # a ModelResponse: its values follow, not itself
-        else:  # a subclass with more fields: the reply itself
-            outcome, values = response, _NO_REPLY
+            outcome = f"{type(error).__name__}: {error}"
         slots = self._slots
         slots.extend(
             (
@@ -289,7 +272,6 @@ class LogManager(Sequence[Log]):
                 outcome,
             )
         )
-        slots.extend(values)
         if self._capacity is not None:
             self._bound()
 
