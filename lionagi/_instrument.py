@@ -193,7 +193,7 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
     else:
         count = len(messages)
         last = messages[-1] if messages else None
-    schema = request.response_format
+    schema, options, session = request.response_format, request.options, request.session_id
     slots = logs._slots
     slots += (
         started,
@@ -205,9 +205,9 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
         count,
         last,
         request.tools,
-        None if schema is None else schema.get("title"),
-        request.options or None,
-        request.session_id,
+        None
+        if schema is None and not options and session is None
+        else (None if schema is None else schema.get("title"), options or None, session),
         response,
     )
     return response

@@ -36,7 +36,7 @@ LogKind = Literal["api_call", "tool_call"]
 
 _SECRET_NAME = re.compile(r"key|token|secret|passw|authori[sz]ation|cookie|credential", re.I)
 _MASK = "**********"
-_WIDTH = 13  # slots per record: a model call's 13 values (its start first, its outcome last)
+_WIDTH = 11  # slots per record: a model call's 11 values (its start first, its outcome last)
 _PADDING = (None,) * (_WIDTH - 1)
 
 
@@ -70,7 +70,10 @@ class Log:
     @classmethod
     def _of(cls, entry: tuple[Any, ...]) -> Log:
         """The record of the values :meth:`LogManager.record_api_call` kept."""
-        started, ended, branch_id, turn, *request, outcome = entry
+        started, ended, branch_id, turn, provider, model, count, last, tools, settings, outcome = (
+            entry
+        )
+        schema, options, session = (None, None, None) if settings is None else settings
         reply: ModelResponse | None = None
         error = None
         if isinstance(outcome, str):  # the failed call's error
@@ -79,7 +82,7 @@ class Log:
             reply = outcome
         log = cls(
             "api_call",
-            (*request, reply, error),
+            (provider, model, count, last, tools, schema, options, session, reply, error),
             branch_id=branch_id,
             turn_id=None if turn is None else UUID(int=turn),
             duration_ms=(ended - started) * 1000.0,
@@ -243,14 +246,15 @@ class LogManager(Sequence[Log]):
         in the turn whose id is ``UUID(int=turn)``.
 
         The hot path of every logged model call, so it only gathers references: the request's
-        last message (the instruction, usually), how many messages were sent, its tools,
-        schema title, options and session, and the response itself (immutable, only its field
-        slots: keeping it costs a reference, less than copying its values). It never keeps a
-        copy of the history or an exception object (which would keep the failed call's
-        frames, and the Branch, alive). The values become a :class:`Log` when first read.
+        last message (the instruction, usually), how many messages were sent, its tools, its
+        settings (schema title, options and session; None for the common request, which has
+        none of them), and the response itself (immutable, only its field slots: keeping it
+        costs a reference, less than copying its values). It never keeps a copy of the history
+        or an exception object (which would keep the failed call's frames, and the Branch,
+        alive). The values become a :class:`Log` when first read.
         """
         messages = request.messages
-        schema = request.response_format
+        schema, options, session = request.response_format, request.options, request.session_id
         outcome: ModelResponse | str | None = response
         if error is not None:  # failed (a stream may fail after its final reply: the error wins)
             outcome = f"{type(error).__name__}: {error}"
@@ -266,9 +270,9 @@ class LogManager(Sequence[Log]):
                 len(messages),
                 messages[-1] if messages else None,  # in the history (or about to be)
                 request.tools,
-                None if schema is None else schema.get("title"),
-                request.options or None,  # the common empty mapping is not kept
-                request.session_id,
+                None  # the common request's settings: none, and nothing kept for them
+                if schema is None and not options and session is None
+                else (None if schema is None else schema.get("title"), options or None, session),
                 outcome,
             )
         )

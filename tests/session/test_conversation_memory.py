@@ -21,10 +21,12 @@ from lionagi.protocols.tools import ToolRegistry
 
 #: the gc-tracked objects a one-turn conversation (system message, instruction, reply) keeps:
 #: 3 for its three messages (their ids are numbers, not tracked), 1 usage, 4 for the history
-#: (manager, list, callbacks and the one callback, a weak reference to the Branch), 3 for the
-#: logs' record of the model call, 1 for the idle turn lock (no semaphore while no turn waits),
-#: 1 for the Branch (slotted; its tool registry is made when first used)
-TRACKED_PER_CONVERSATION = 13
+#: (manager, list, callbacks and the one callback, a weak reference to the Branch), 4 for the
+#: logs' record of the model call (the log, its slot list, the Branch id it names, the reply
+#: itself: immutable and only its field slots, cheaper to keep than to copy), 1 for the idle
+#: turn lock (no semaphore while no turn waits), 1 for the Branch (slotted; its tool registry
+#: is made when first used)
+TRACKED_PER_CONVERSATION = 14
 
 
 async def _conversations(count: int) -> list[Branch]:
