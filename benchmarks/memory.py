@@ -299,9 +299,10 @@ def run(config: Config) -> dict[str, Any]:
                 note=(
                     "Beyond the two messages (slotted, each id kept as the UUID's number: about "
                     "0.45 KiB together): the logs' record of the model call (its slots in the "
-                    "logs' one flat list: the reply's fields and the call's figures, with the "
-                    "turn id), and the history's list slot and id index entry. The messages "
-                    "shrank more than the record, so this ratio rose while the bytes fell."
+                    "logs' one flat list: the call's figures with the turn id, and the reply "
+                    "itself, a slotted object), and the history's list slot and id index "
+                    "entry. The messages shrank more than the record, so this ratio rose while "
+                    "the bytes fell."
                 ),
             )
         )
