@@ -1084,7 +1084,9 @@ class _StreamDriver(StreamConsumer, Generic[T]):
     async def next(self) -> T:
         state = self.state
         if state is _NOT_STARTED:
-            state = await self._begin()  # still NOT_STARTED: the steps are full ones
+            # still NOT_STARTED: the steps are full ones; None: the Branch is busy
+            begun = self._begin()
+            state = await self._begin_after_wait() if begun is None else begun
         step = self._step
         if state is _BETWEEN_STEPS and step is not None:
             # A step of an ungrouped turn (the first one once the turn has begun): one step
@@ -1117,7 +1119,8 @@ class _StreamDriver(StreamConsumer, Generic[T]):
                     interrupt.armed = True
                     try:
                         if items is None:  # the first item: RunStart, then the body starts
-                            if self._wants_start():
+                            observer = turn.observer  # the one the turn started with
+                            if observer is not None and observer.wants(RunStart):
                                 with interrupt.guard():  # a handler's waits are guarded
                                     await turn._emit_start()
                             items = self._open_items(turn)
@@ -1143,32 +1146,58 @@ class _StreamDriver(StreamConsumer, Generic[T]):
                 error = None  # this frame is in the error's traceback: no cycle through it
         return await self._full_step(state)
 
-    async def _begin(self) -> DriverState:
-        """Start the turn, or find the live turn this stream nests in. BETWEEN_STEPS when the
+    def _begin(self) -> DriverState | None:
+        """Start the turn if the Branch is free, or find the live turn this stream nests in,
+        without a coroutine (the first item of nearly every stream). BETWEEN_STEPS when the
         steps are quick ones (an ungrouped top-level turn, no tracer): the first is then run by
-        :meth:`next` itself; else NOT_STARTED, for :meth:`_full_step` to start."""
+        :meth:`next` itself; NOT_STARTED for :meth:`_full_step` to start; None when the
+        Branch's lock must be waited for (:meth:`_begin_after_wait`), nothing changed."""
         try:
             entry, nested = _classify(self.branch)
             if nested is not None:
                 self._entry, self._scope = entry, nested
                 return _NOT_STARTED
-            self._loop, task = loop_and_task_lookup()
-            self._turn = begun = await _Turn.begin(self.branch, self.model, self.options)
-            begun.context.consumer = self
-            if self.options.get("nests", True):
-                return _NOT_STARTED
-            # the task id is set by each step (the consumer's task may change)
-            self._step = StepGroup(None, 0, self.interrupt)
-            self._binding = _ActiveTurnBinding(self.branch.id, begun.scope, self._step)
-            self._task = task
-        except BaseException:  # cancelled while waiting, or no model: nothing started
-            self.state = _CLOSED
-            self.closed = True
+            lock = self.branch._turn_lock
+            if not lock.take():  # taken at once when free (and not cancelled)
+                return None
+            return self._began(lock)
+        except BaseException:  # no model, or a finalizing turn's own call: nothing started
+            self._refused()
             raise
+
+    async def _begin_after_wait(self) -> DriverState:
+        """:meth:`_begin` for a Branch that was busy: wait for its lock (FIFO), then start."""
+        lock = self.branch._turn_lock
+        try:
+            await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
+            return self._began(lock)
+        except BaseException:
+            self._refused()
+            raise
+
+    def _began(self, lock: Any) -> DriverState:
+        """The turn, holding ``lock``: its context (released on failure) and, for an ungrouped
+        turn, the one step record and binding of its quick steps."""
+        self._loop, task = loop_and_task_lookup()
+        branch, options = self.branch, self.options
+        context = _open_context(branch, self.model, options, lock)
+        grouped = options.get("nests", True)
+        self._turn = begun = _Turn(branch, context, lock, grouped)
+        context.consumer = self
+        if grouped:
+            return _NOT_STARTED
+        # the task id is set by each step (the consumer's task may change)
+        self._step = StepGroup(None, 0, self.interrupt)
+        self._binding = _ActiveTurnBinding(branch.id, begun.scope, self._step)
+        self._task = task
         if _instrument.tracer is not None:
             return _NOT_STARTED
         self.state = _BETWEEN_STEPS
         return _BETWEEN_STEPS
+
+    def _refused(self) -> None:
+        self.state = _CLOSED
+        self.closed = True
 
     async def _scoped_item(
         self, step: StepGroup, items: AsyncIterator[T] | None
@@ -1190,13 +1219,10 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         :meth:`next`'s own frame."""
         turn = self._turn
         assert turn is not None
-        if self._wants_start():
-            await turn._emit_start()
+        rest = turn._send_start()  # when the observer the turn started with wants it
+        if rest is not None:
+            await rest
         return await anext(self._open_items(turn))
-
-    def _wants_start(self) -> bool:
-        observer = self.branch.observer
-        return observer is not None and observer.wants(RunStart)
 
     def _open_items(self, turn: _Turn) -> AsyncIterator[T]:
         """Start the body (at the first item's step): its iterator, also the turn's."""
