@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 from lionagi.errors import OperationError
 from lionagi.operations._prepare import answer_format, instruction_for, model_for
 from lionagi.operations.turn import run_in_turn
-from lionagi.protocols.messages import ActionRequest, AssistantResponse, Instruction, Message
+from lionagi.protocols.messages import (
+    ActionRequest,
+    AssistantResponse,
+    Instruction,
+    Message,
+    reply_message,
+)
 
 if TYPE_CHECKING:
     from lionagi.operations.params import ChatParams
@@ -21,17 +27,15 @@ __all__ = ["ask", "chat", "record_response"]
 
 
 def _reply_message(response: ModelResponse) -> AssistantResponse:
-    extras: dict[str, Any] = {}  # only what the reply has: it keeps messages small
-    if response.refusal is not None:
-        extras["refusal"] = response.refusal
-    if response.reasoning:
-        extras["reasoning"] = response.reasoning
-    return AssistantResponse(
-        content=response.text,
-        model=response.model,
-        usage=response.usage,
-        raw=response.raw,
-        **extras,
+    """The reply as a message; the response's values were validated when it was built, so
+    they are stored as they are (see :func:`reply_message`)."""
+    return reply_message(
+        response.text,
+        response.model,
+        response.usage,
+        response.raw,
+        response.refusal,
+        response.reasoning,
     )
 
 

@@ -350,6 +350,50 @@ for _class in (
 del _class
 
 
+class _AssistantResponseBuilder(AssistantResponse):
+    """An :class:`AssistantResponse` while :func:`reply_message` fills it: Python's own
+    ``__setattr__`` (plain slot stores) and the id's slot itself (no UUID conversion)."""
+
+    __slots__ = ()
+    # both, or neither is the C slot: setting and deleting share one (Python's, otherwise)
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+    id = _ID_SLOT
+
+
+_clock = time.time
+
+
+def reply_message(
+    content: str,
+    model: str | None,
+    usage: Usage | None,
+    raw: JsonValue,
+    refusal: str | None = None,
+    reasoning: tuple[Reasoning, ...] = (),
+) -> AssistantResponse:
+    """The :class:`AssistantResponse` of a reply the library already holds validated (a
+    ``ModelResponse``'s values): built without running the validator again.
+
+    Validation would check the same values and build an equal message, at about four times
+    the cost of the rest of recording a reply; it would also copy ``raw``, the provider's
+    payload, which the message shares with the response instead (neither changes it). Values
+    from anywhere else go through ``AssistantResponse(...)``, which validates them.
+    """
+    message: Any = _new(_AssistantResponseBuilder)  # Any: a frozen class's fields are set
+    message.id = new_id_int()  # the slot keeps the number
+    message.created_at = _clock()
+    message.kind = "assistant"
+    message.content = content
+    message.model = model
+    message.usage = usage
+    message.raw = raw
+    message.refusal = refusal
+    message.reasoning = reasoning
+    message.__class__ = AssistantResponse  # immutable from here on
+    return cast(AssistantResponse, message)
+
+
 MessageUnion: TypeAlias = Annotated[
     System | Instruction | AssistantResponse | ActionRequest | ActionResponse,
     Field(discriminator="kind"),

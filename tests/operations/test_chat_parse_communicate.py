@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from lionagi.errors import OperationError, ParseError
 from lionagi.operations._extract import extract_json, validate_into
@@ -15,8 +15,11 @@ from lionagi.protocols.messages import (
     AssistantResponse,
     Instruction,
     Message,
+    Reasoning,
     System,
+    Usage,
 )
+from lionagi.service.types import ModelResponse
 from lionagi.session.branch import Branch
 from lionagi.session.signal import RunEnd, RunFailed
 from lionagi.testing import FunctionModel, TestModel
@@ -55,6 +58,47 @@ async def test_chat_and_record_records_instruction_and_reply_in_one_turn() -> No
     assert rec.kinds() == ["RunStart", "MessageAdded", "MessageAdded", "RunEnd"]
     turn_id = rec.starts()[0].turn_id
     assert {m.turn_id for m in rec.messages()} == {turn_id}
+
+
+async def test_a_recorded_reply_keeps_the_validated_responses_values_without_revalidating() -> None:
+    # Fails when the reply message is validated again: validation copies the raw payload.
+    raw: JsonValue = {"id": "r1", "choices": [{"message": {"content": "answer"}}]}
+    sent: list[ModelResponse] = []
+
+    def reply(messages: Sequence[Message], **options: Any) -> ModelResponse:
+        sent.append(
+            ModelResponse(
+                text="answer",
+                model="m1",
+                usage=Usage(input_tokens=3, output_tokens=1),
+                raw=raw,
+                refusal="no",
+                reasoning=(Reasoning(format="anthropic", text="why"),),
+            )
+        )
+        return sent[-1]
+
+    branch = Branch(chat_model=FunctionModel(reply))
+    assert await branch.chat_and_record("question") == "answer"
+    message = branch.msgs[-1]
+    assert type(message) is AssistantResponse
+    assert message.raw is sent[0].raw
+    validated = AssistantResponse(
+        id=message.id,
+        created_at=message.created_at,
+        content="answer",
+        model="m1",
+        usage=sent[0].usage,
+        raw=raw,
+        refusal="no",
+        reasoning=sent[0].reasoning,
+    )
+    assert message == validated
+    assert message.model_dump_json() == validated.model_dump_json()
+    assert message in branch.msgs
+    assert branch.msgs.get(message.id) is message
+    with pytest.raises(ValidationError, match="frozen"):
+        message.content = "changed"  # type: ignore[misc]
 
 
 async def test_run_end_carries_usage_of_the_turn() -> None:
