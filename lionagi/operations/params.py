@@ -422,6 +422,7 @@ def bind(cls: type[P], arguments: Mapping[str, Any], *, operation: str | None = 
 
 
 _MISSING: Any = object()
+_new = object.__new__
 _NONE_TYPE = type(None)
 _JSON_SCALARS = frozenset({_NONE_TYPE, str, bool, int, float})
 
@@ -499,15 +500,17 @@ AsGiven: TypeAlias = Callable[[Mapping[str, Any], str], Any]
 
 
 def _as_given_function(cls: type[OperationParams]) -> AsGiven:
-    """The function :func:`_as_given` runs for ``cls``, compiled once from its fields.
+    """The function :func:`_as_given` runs for ``cls``, made once from its fields.
 
     It reads each field's value, tests it against what validation returns unchanged
-    (:func:`_unchanged`), and stores it. A parameter object is immutable, so a value stored
-    through its class costs a call of ``object.__setattr__`` (~1.2k instructions a field on
-    CPython 3.11, more than the validator's whole work). The values are stored instead through
-    a subclass that adds nothing but Python's own ``__setattr__`` (its stores are plain slot
-    stores), and the finished object is then made an instance of ``cls`` by assigning its
-    ``__class__``: same slots, same layout, immutable from then on.
+    (:func:`_unchanged`), and stores it. Nothing is compiled: the tests are a tuple of
+    (name, exact types, fallback test) the function loops over, so a class's first call costs
+    no code generation (which cost more than a whole turn). A parameter object is immutable,
+    so a value stored through its class costs a call of ``object.__setattr__`` (~1.2k
+    instructions a field on CPython 3.11, more than the validator's whole work). The values are
+    stored instead through a subclass that adds nothing but Python's own ``__setattr__`` (its
+    stores are plain slot stores), and the finished object is then made an instance of ``cls``
+    by assigning its ``__class__``: same slots, same layout, immutable from then on.
     """
     infos = getattr(cls, "__pydantic_decorators__", None)
     own_validators = (
@@ -522,42 +525,48 @@ def _as_given_function(cls: type[OperationParams]) -> AsGiven:
     )
     if own_validators is None or any(own_validators):
         return _never_as_given  # a validator of the class's own must see every call
-    fields = [f for f in dataclasses.fields(cls) if f.name != "options"]
-    names = [f.name for f in fields]
-    assert all(name.isidentifier() for name in names), cls
+    checks: list[tuple[str, frozenset[type], Callable[[object], bool]]] = []
+    for field in dataclasses.fields(cls):
+        if field.name != "options":
+            unchanged = _unchanged(field.type)
+            checks.append((field.name, unchanged.types, unchanged.keeps))
+    fields = tuple(checks)
+    accepted = frozenset(name for name, _, _ in fields) | {
+        "self",
+        "options",
+        "instruct",
+        *cls.aliases,
+    }
+    refused = (*cls.aliases, "instruct")  # given, they need the validator's path
+    # both, or neither is the C slot: setting and deleting share one (Python's, otherwise)
     builder = type(
         f"_{cls.__name__}Builder",
         (cls,),
         {"__slots__": (), "__setattr__": object.__setattr__, "__delattr__": object.__delattr__},
     )
-    namespace: dict[str, Any] = {
-        "cls": cls,
-        "builder": builder,
-        "new": object.__new__,
-        "checked_options": _options,
-        "names": frozenset(names) | {"self", "options", "instruct", *cls.aliases},
-    }
-    body = ["def as_given(arguments, operation):", "    try:"]
-    body += [f"        v{i} = arguments[{name!r}]" for i, name in enumerate(names)]
-    body += ["    except KeyError:", "        return None"]
-    body += ["    if not names.issuperset(arguments):", "        return None"]
-    for alias in (*cls.aliases, "instruct"):
-        body += [f"    if arguments.get({alias!r}) is not None:", "        return None"]
-    for i, field in enumerate(fields):
-        unchanged = _unchanged(field.type)
-        namespace[f"t{i}"], namespace[f"k{i}"] = unchanged.types, unchanged.keeps
-        body += [f"    if type(v{i}) not in t{i} and not k{i}(v{i}):", "        return None"]
-    body += [
-        "    given = arguments.get('options')",
-        "    options = checked_options(cls, operation, given) if given else {}",
-        "    params = new(builder)",
-    ]
-    body += [f"    params.{name} = v{i}" for i, name in enumerate(names)]
-    body += ["    params.options = options", "    params.__class__ = cls", "    return params"]
-    exec("\n".join(body) + "\n", namespace)
-    function: AsGiven = namespace["as_given"]
-    function.__qualname__ = f"as_given[{cls.__name__}]"
-    return function
+
+    def as_given(arguments: Mapping[str, Any], operation: str) -> Any:
+        if not accepted.issuperset(arguments):
+            return None
+        for name in refused:
+            if arguments.get(name) is not None:
+                return None
+        params: Any = _new(builder)
+        for name, types, keeps in fields:
+            try:
+                value = arguments[name]
+            except KeyError:
+                return None
+            if type(value) not in types and not keeps(value):
+                return None
+            setattr(params, name, value)
+        given = arguments.get("options")
+        params.options = _options(cls, operation, given) if given else {}
+        params.__class__ = cls
+        return params
+
+    as_given.__qualname__ = f"as_given[{cls.__name__}]"
+    return as_given
 
 
 def _never_as_given(arguments: Mapping[str, Any], operation: str) -> None:

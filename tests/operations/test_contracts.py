@@ -383,3 +383,32 @@ def test_a_parameter_class_with_a_validator_of_its_own_is_never_bound_as_given()
     arguments = _common_chat_arguments(model)
     assert bind(ShoutedChatParams, arguments).instruction == "X"
     assert bind(ChatParams, arguments).instruction == "x"
+
+
+def test_a_classs_first_call_bound_as_given_compiles_no_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The as-given path of a class is made from its fields without generating code: a
+    process's first call of an operation pays no ``exec`` (it cost more than a whole turn).
+    Fails with a checker compiled per class."""
+    import builtins
+
+    from lionagi.operations import params
+    from lionagi.operations.params import ChatParams, bind
+
+    model = TestModel(["a"])
+    arguments = _common_chat_arguments(model)
+    expected = ChatParams(**arguments)
+    monkeypatch.delitem(params._AS_GIVEN, ChatParams, raising=False)  # as on a first call
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the as-given path compiled code")
+
+    monkeypatch.setattr(builtins, "exec", refuse)
+    monkeypatch.setattr(builtins, "compile", refuse)
+    try:
+        first = bind(ChatParams, arguments)
+    finally:
+        monkeypatch.undo()  # (a failure's report compiles code too)
+    assert type(first) is ChatParams
+    assert first == expected
