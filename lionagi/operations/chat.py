@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lionagi.errors import OperationError
+
+# Every turn's model call runs it: loaded with the operation, not inside the first turn.
+from lionagi.operations import _model_call  # noqa: F401
 from lionagi.operations._prepare import answer_format, instruction_for, model_for
 from lionagi.operations.turn import run_in_turn
 from lionagi.protocols.messages import (
