@@ -15,7 +15,7 @@ from pydantic import BaseModel, JsonValue
 from lionagi.errors import ConfigurationError, OperationError
 from lionagi.operations.fields import request_fields_model
 from lionagi.protocols.context_providers import ProviderReport
-from lionagi.protocols.messages import Instruction, Message
+from lionagi.protocols.messages import Instruction, Message, text_instruction
 from lionagi.service._text import check_text, clean_json
 from lionagi.service.imodel import iModel
 
@@ -67,6 +67,10 @@ def answer_format(
     return request_fields_model(params.request_fields, operation)
 
 
+_TEXT = frozenset({str, type(None)})
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def build_instruction(
     instruction: str | Instruction | None,
     *,
@@ -81,9 +85,7 @@ def build_instruction(
         return _given_instruction(instruction, guidance, context, response_format, images)
     if instruction is None and guidance is None and context is None and not images:
         raise OperationError("nothing to ask: give an instruction, guidance, context or images")
-    # Only the values given: a message keeps the set of fields it was built with, and seven
-    # names instead of one or two make that set (and each Instruction) about 500 bytes larger.
-    # (Spelled out rather than looped: this runs once per turn.)
+    # Only the values given. (Spelled out rather than looped: this runs once per turn.)
     fields: dict[str, Any] = {}
     if instruction is not None:
         fields["instruction"] = _caller_text("instruction", instruction)
@@ -91,6 +93,15 @@ def build_instruction(
         fields["guidance"] = _caller_text("guidance", guidance)
     if context is not None:
         fields["context"] = _caller_text("context", context)
+    if (
+        response_format is None
+        and not images
+        and type(instruction) in _TEXT
+        and type(guidance) in _TEXT
+        and type(context) in _SCALARS
+        and type(sender) in _TEXT
+    ):  # the common question: every value is what validation would return unchanged
+        return text_instruction(instruction, guidance, context, sender)  # type: ignore[arg-type]
     if sender is not None:
         fields["sender"] = sender
     if response_format is not None:

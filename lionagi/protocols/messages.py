@@ -350,6 +350,45 @@ for _class in (
 del _class
 
 
+_clock = time.time
+
+
+class _InstructionBuilder(Instruction):
+    """An :class:`Instruction` while :func:`text_instruction` fills it (see
+    :class:`_AssistantResponseBuilder`)."""
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+    id = _ID_SLOT
+
+
+def text_instruction(
+    instruction: str | None,
+    guidance: str | None,
+    context: str | int | float | bool | None,
+    sender: str | None,
+) -> Instruction:
+    """``Instruction(instruction=..., guidance=..., context=..., sender=...)`` for values the
+    caller has checked are exactly text (or, for ``context``, a JSON scalar) or ``None``:
+    validation would return each unchanged, so it is not run (it cost about as much as the
+    rest of starting a turn). Anything else (containers, schemas, images) goes through
+    ``Instruction(...)``."""
+    message: Any = _new(_InstructionBuilder)  # Any: a frozen class's fields are set
+    message.id = new_id_int()  # the slot keeps the number
+    message.created_at = _clock()
+    message.kind = "instruction"
+    message.instruction = instruction
+    message.guidance = guidance
+    message.context = context
+    message.tool_schemas = ()
+    message.response_format = None
+    message.images = ()
+    message.sender = sender
+    message.__class__ = Instruction  # immutable from here on
+    return cast(Instruction, message)
+
+
 class _AssistantResponseBuilder(AssistantResponse):
     """An :class:`AssistantResponse` while :func:`reply_message` fills it: Python's own
     ``__setattr__`` (plain slot stores) and the id's slot itself (no UUID conversion)."""
@@ -359,9 +398,6 @@ class _AssistantResponseBuilder(AssistantResponse):
     __setattr__ = object.__setattr__
     __delattr__ = object.__delattr__
     id = _ID_SLOT
-
-
-_clock = time.time
 
 
 def reply_message(

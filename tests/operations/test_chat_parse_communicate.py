@@ -101,6 +101,44 @@ async def test_a_recorded_reply_keeps_the_validated_responses_values_without_rev
         message.content = "changed"  # type: ignore[misc]
 
 
+async def test_a_text_question_is_built_without_running_the_instruction_validator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Text and ``None`` are what validation returns unchanged, so the common question's
+    Instruction is stored as given; a container still goes through the validator. Fails when
+    every Instruction is validated."""
+    branch = Branch(user="me", chat_model=replying("answer"))
+    validated: list[dict[str, Any]] = []
+    real_init = Instruction.__init__
+
+    def counting_init(self: Instruction, **values: Any) -> None:
+        validated.append(values)
+        real_init(self, **values)
+
+    monkeypatch.setattr(Instruction, "__init__", counting_init)
+    assert await branch.chat_and_record("question", guidance="brief", context=3) == "answer"
+    assert validated == []
+    question = branch.msgs[0]
+    assert type(question) is Instruction
+    monkeypatch.undo()
+    expected = Instruction(
+        id=question.id,
+        created_at=question.created_at,
+        instruction="question",
+        guidance="brief",
+        context=3,
+        sender="me",
+    )
+    assert question == expected
+    assert question.model_dump_json() == expected.model_dump_json()
+    with pytest.raises(ValidationError, match="frozen"):
+        question.guidance = "changed"  # type: ignore[misc]
+    monkeypatch.setattr(Instruction, "__init__", counting_init)
+    assert await branch.chat_and_record("again", context={"k": [1]}) == "answer"
+    assert len(validated) == 1
+    assert branch.msgs[2].context == {"k": [1]}
+
+
 async def test_run_end_carries_usage_of_the_turn() -> None:
     branch, rec, _ = observed_branch(chat_model=replying("one two three"))
     await branch.chat_and_record("count these words")
