@@ -353,14 +353,21 @@ del _class
 _clock = time.time
 
 
-class _InstructionBuilder(Instruction):
-    """An :class:`Instruction` while :func:`text_instruction` fills it (see
-    :class:`_AssistantResponseBuilder`)."""
+def _builder(cls: type[Message]) -> type[Any]:
+    """A subclass of ``cls`` to fill a new message through: Python's own ``__setattr__``
+    (plain slot stores; setting and deleting share one C slot, so both) and the id's slot
+    itself (no UUID conversion). The filled message is then made a ``cls`` (its
+    ``__class__`` assigned: same slots), immutable from there on."""
+    namespace = {
+        "__slots__": (),
+        "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__,
+        "id": _ID_SLOT,
+    }
+    return type(f"_{cls.__name__}Builder", (cls,), namespace)
 
-    __slots__ = ()
-    __setattr__ = object.__setattr__
-    __delattr__ = object.__delattr__
-    id = _ID_SLOT
+
+_InstructionBuilder = _builder(Instruction)
 
 
 def text_instruction(
@@ -389,15 +396,7 @@ def text_instruction(
     return cast(Instruction, message)
 
 
-class _AssistantResponseBuilder(AssistantResponse):
-    """An :class:`AssistantResponse` while :func:`reply_message` fills it: Python's own
-    ``__setattr__`` (plain slot stores) and the id's slot itself (no UUID conversion)."""
-
-    __slots__ = ()
-    # both, or neither is the C slot: setting and deleting share one (Python's, otherwise)
-    __setattr__ = object.__setattr__
-    __delattr__ = object.__delattr__
-    id = _ID_SLOT
+_AssistantResponseBuilder = _builder(AssistantResponse)
 
 
 def reply_message(
