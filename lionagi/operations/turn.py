@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from lionagi.protocols.messages import Message
     from lionagi.service.imodel import iModel
     from lionagi.session.branch import Branch
+    from lionagi.session.observer import Observer
 
 __all__ = [
     "DriverState",
@@ -781,7 +782,7 @@ class _Turn:
             if close is None and not context.signals_pending:
                 # nothing to await but the terminal's async handlers, which emit shields: no
                 # shielded scope needed
-                await self._emit_terminal(outcome)
+                await _emit_terminal(self.branch, context, self.observer, self.started, outcome)
                 return
             with anyio.CancelScope(shield=True):
                 if close is not None:
@@ -791,7 +792,7 @@ class _Turn:
                     if closed.error is not None and outcome.error is None:
                         logger.error("closing stream turn %s failed", context.turn_id)
                 await _drain_signals(context)  # signals raised after the step closed are ours
-                await self._emit_terminal(outcome)
+                await _emit_terminal(self.branch, context, self.observer, self.started, outcome)
         finally:
             _active_turn_var.reset(token)
             self.release()
@@ -802,64 +803,8 @@ class _Turn:
             await rest
 
     def _send_start(self) -> Awaitable[None] | None:
-        """Send ``RunStart`` (see :meth:`Observer.send`: an awaitable to await at once, when a
-        handler returned one)."""
-        observer = self.observer
-        if observer is None or not observer.wants(RunStart):
-            return None
-        # Not shielded: a RunStart handler that blocks is cancelled with the caller, and the turn
-        # then ends with its one RunFailed.
-        return observer.send(
-            _trusted[RunStart](
-                branch_id=self.branch.id,
-                turn_id=self.context.turn_id,
-                operation=self.context.operation,
-                op_id=current_op_id.get(),
-            )
-        )
-
-    async def _emit_terminal(self, outcome: StepOutcome[Any]) -> None:
-        observer = self.observer
-        if observer is None:
-            return
-        context = self.context
-        ended = outcome.ended_cleanly
-        if not observer.wants(RunEnd if ended else RunFailed):
-            return
-        # one terminal signal: its class and its own fields follow the outcome; the turn's
-        # fields come first and the duration last in both (their field order)
-        kind: type[RunEnd | RunFailed]
-        own: tuple[Any, ...]
-        if ended:
-            usage = context.usage
-            kind = RunEnd
-            own = (
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cost_usd or 0.0,
-                context.model_calls,
-                context.model_attempts,
-            )
-        else:
-            kind = RunFailed
-            own = (outcome.error,)
-        signal: RunEnd | RunFailed = _trusted_values[kind](
-            (
-                self.branch.id,
-                time.time(),
-                context.turn_id,
-                context.operation,
-                current_op_id.get(),
-                *own,
-                (time.perf_counter() - self.started) * 1000.0,
-            )
-        )
-        try:
-            rest = observer.send(signal, shielded=True)
-            if rest is not None:
-                await rest
-        except Exception:  # the terminal attempt is made once; its failure is diagnostic
-            logger.exception("terminal signal of turn %s failed", context.turn_id)
+        """Send ``RunStart`` (see :func:`_send_start`)."""
+        return _send_start(self.branch, self.context, self.observer)
 
     def release(self) -> None:
         """Close the context and release the lock (once)."""
@@ -867,6 +812,77 @@ class _Turn:
             return
         self._released = True
         _close_context(self.branch, self.context, self.lock)
+
+
+def _send_start(
+    branch: Branch, context: TurnExecutionContext, observer: Observer | None
+) -> Awaitable[None] | None:
+    """Send the turn's ``RunStart`` to ``observer`` (the one the turn started with), when it
+    wants it. Like :meth:`Observer.send`: an awaitable to await at once, when a handler
+    returned one."""
+    if observer is None or not observer.wants(RunStart):
+        return None
+    # Not shielded: a RunStart handler that blocks is cancelled with the caller, and the turn
+    # then ends with its one RunFailed.
+    return observer.send(
+        _trusted[RunStart](
+            branch_id=branch.id,
+            turn_id=context.turn_id,
+            operation=context.operation,
+            op_id=current_op_id.get(),
+        )
+    )
+
+
+async def _emit_terminal(
+    branch: Branch,
+    context: TurnExecutionContext,
+    observer: Observer | None,
+    started: float,
+    outcome: StepOutcome[Any],
+) -> None:
+    """Send the turn's one terminal signal (``RunEnd`` or ``RunFailed``, as ``outcome``
+    ended) to ``observer``, the one the turn started with (``started``: its perf counter);
+    a failure is logged, never raised."""
+    if observer is None:
+        return
+    ended = outcome.ended_cleanly
+    if not observer.wants(RunEnd if ended else RunFailed):
+        return
+    # one terminal signal: its class and its own fields follow the outcome; the turn's
+    # fields come first and the duration last in both (their field order)
+    kind: type[RunEnd | RunFailed]
+    own: tuple[Any, ...]
+    if ended:
+        usage = context.usage
+        kind = RunEnd
+        own = (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cost_usd or 0.0,
+            context.model_calls,
+            context.model_attempts,
+        )
+    else:
+        kind = RunFailed
+        own = (outcome.error,)
+    signal: RunEnd | RunFailed = _trusted_values[kind](
+        (
+            branch.id,
+            time.time(),
+            context.turn_id,
+            context.operation,
+            current_op_id.get(),
+            *own,
+            (time.perf_counter() - started) * 1000.0,
+        )
+    )
+    try:
+        rest = observer.send(signal, shielded=True)
+        if rest is not None:
+            await rest
+    except Exception:  # the terminal attempt is made once; its failure is diagnostic
+        logger.exception("terminal signal of turn %s failed", context.turn_id)
 
 
 def _open_context(
@@ -942,8 +958,8 @@ async def run_in_turn(
     entry, nested = _classify(branch)
     if nested is not None:
         return await _run_nested(branch, entry, nested, lambda: invoke(nested))
-    if branch.observer is None and options.get("nests") is False:
-        return await _run_unobserved(branch, model, options, invoke)
+    if options.get("nests") is False:
+        return await _run_one_frame(branch, model, options, invoke)
     turn = await _Turn.begin(branch, model, options)
     try:
         outcome = await turn.step(
@@ -958,26 +974,33 @@ async def run_in_turn(
         del outcome  # it holds the error, whose traceback holds this frame: no cycle
 
 
-async def _run_unobserved(
+async def _run_one_frame(
     branch: Branch,
     model: iModel | None,
     options: TurnOptions,
     invoke: Callable[[TurnScope], Awaitable[T]],
 ) -> T:
-    """A top-level coroutine turn that nobody observes (its Branch has no observer when it
-    starts) and whose body starts no nested work (``nests=False``): :class:`_Turn`'s begin,
-    one ungrouped step and finish in one frame, with the same guarantees (FIFO lock, context
-    and binding, ``start_soon`` refused, nested entries from other tasks cancelled and
-    awaited, shielded cleanup, binding reset and lock released on every way out).
+    """A top-level coroutine turn whose body starts no nested work (``nests=False``):
+    :class:`_Turn`'s begin, one ungrouped step and finish in one frame, with the same
+    guarantees (FIFO lock, context and binding, ``start_soon`` refused, nested entries from
+    other tasks cancelled and awaited, shielded cleanup, binding reset and lock released on
+    every way out).
 
-    Having started unobserved, the turn emits no lifecycle signal, even if an observer appears
-    while it runs (no terminal without its start); message signals queued by such an observer
-    are delivered before the lock is released.
+    Observed, it is the general turn's shape too: ``RunStart`` is sent from the step right
+    before the body (its failure or cancellation is the step's), message signals are delivered
+    at the end of the step, and the one terminal goes, after every message signal, to the
+    observer the turn started with, with the binding set (a terminal handler's call on the
+    Branch is recognised as the finalizing turn's) and shielded when anything is left to
+    deliver first. A turn that starts unobserved emits no lifecycle signal, even if an
+    observer appears while it runs (no terminal without its start); message signals queued by
+    such an observer are delivered before the lock is released.
     """
     lock = branch._turn_lock
     if not lock.take():  # taken at once when free (and not cancelled)
         await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
     context = _open_context(branch, model, options, lock)
+    observer = branch.observer  # told of the end if told of the start
+    started = 0.0 if observer is None else time.perf_counter()
     try:
         scope = _scope_of(context, True)
         step = StepGroup(None, id(context.owner))
@@ -988,12 +1011,20 @@ async def _run_unobserved(
         error: BaseException | None = None
         try:
             try:
+                if observer is not None:
+                    rest = _send_start(branch, context, observer)
+                    if rest is not None:
+                        await rest
                 value = await invoke(scope)
             except BaseException as exc:  # re-raised once the turn is closed
                 error = exc
             context.phase = "finalizing"
-            if context.nested_tasks or context.delivering or context.pending_signals:
+            if context.nested_tasks or context.delivering:
                 await _step_cleanup(context, context.nested_tasks)
+            elif context.pending_signals:  # only message signals: synchronous handlers
+                rest = _drain(context)  # are delivered without a coroutine
+                if rest is not None:
+                    await rest
         finally:
             _active_turn_var.reset(token)
             step.open = False
@@ -1004,11 +1035,21 @@ async def _run_unobserved(
             # the event loop holds a cancellation it delivered (with its traceback, so the
             # turn's frames) until the task next yields
             await cancel_shielded_checkpoint()
-        if context.delivering or context.pending_signals:  # queued after the step closed
+        if observer is not None or context.delivering or context.pending_signals:
+            # bound while finalizing, so a terminal handler's call on the Branch is recognised
             token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope))
             try:
-                with anyio.CancelScope(shield=True):
-                    await _drain_signals(context)
+                if context.delivering or context.pending_signals:  # queued after the step
+                    with anyio.CancelScope(shield=True):
+                        await _drain_signals(context)
+                        await _emit_terminal(
+                            branch, context, observer, started, StepOutcome(None, error)
+                        )
+                elif observer is not None:
+                    # the terminal's async handlers are shielded by the observer's send
+                    await _emit_terminal(
+                        branch, context, observer, started, StepOutcome(None, error)
+                    )
             finally:
                 _active_turn_var.reset(token)
     finally:

@@ -23,7 +23,7 @@ from lionagi.operations.types import TurnScope
 from lionagi.protocols.messages import AssistantResponse, Instruction
 from lionagi.session.branch import Branch
 from lionagi.session.session import Session
-from lionagi.session.signal import Signal
+from lionagi.session.signal import RunEnd, RunFailed, Signal
 from lionagi.testing import FunctionModel
 from tests.helpers import (
     Recorder,
@@ -43,30 +43,33 @@ async def _value(scope: TurnScope) -> str:
 def quick_turns(monkeypatch: pytest.MonkeyPatch) -> list[Branch]:
     """The Branches of the turns that took the one-frame path, in order."""
     taken: list[Branch] = []
-    original = turn_module._run_unobserved
+    original = turn_module._run_one_frame
 
     async def spy(branch: Branch, *args: Any) -> Any:
         taken.append(branch)
         return await original(branch, *args)
 
-    monkeypatch.setattr(turn_module, "_run_unobserved", spy)
+    monkeypatch.setattr(turn_module, "_run_one_frame", spy)
     return taken
 
 
-async def test_only_unobserved_turns_that_start_no_nested_work_take_the_one_frame_path(
+async def test_only_turns_that_start_no_nested_work_take_the_one_frame_path(
     quick_turns: list[Branch],
 ) -> None:
     plain = Branch(chat_model=echo_model())
     assert await run_in_turn(plain, model=None, invoke=_value, nests=False) == "value"
     assert quick_turns == [plain]
 
-    # a body that may nest, or a Branch with an observer: the general path
+    # a body that may nest: the general path
     assert await run_in_turn(plain, model=None, invoke=_value) == "value"
     assert await run_in_turn(plain, model=None, invoke=_value, nests=True) == "value"
+    assert quick_turns == [plain]
+    # observed or not, a body that starts no nested work: the one-frame path
     observed, recorder, _ = observed_branch()
     assert await run_in_turn(observed, model=None, invoke=_value, nests=False) == "value"
     assert recorder.kinds() == ["RunStart", "RunEnd"]
-    assert quick_turns == [plain]
+    assert quick_turns == [plain, observed]
+    quick_turns.remove(observed)
 
     # a nested call inside a one-frame turn shares it (no second turn, no lock wait)
     async def outer(scope: TurnScope) -> TurnScope:
@@ -339,3 +342,47 @@ async def test_a_finished_turn_is_not_kept_alive_by_its_model_calls_timeout() ->
     assert len(contexts) == 2
     assert [ref() for ref in contexts] == [None, None]
     assert len(branch.messages) == 2  # the turn itself went as usual
+
+
+async def test_an_observed_one_frame_turn_signals_in_order_with_one_terminal(
+    quick_turns: list[Branch],
+) -> None:
+    # RunStart before the body, every MessageAdded before the terminal, one terminal with the
+    # turn's id; a failing body ends with RunFailed carrying its error, re-raised unchanged
+    branch, recorder, _ = observed_branch()
+    assert await branch.chat_and_record("hi") == "ok"
+    assert recorder.kinds() == ["RunStart", "MessageAdded", "MessageAdded", "RunEnd"]
+    assert len({turn_id for _, turn_id in recorder.lifecycle()}) == 1
+    assert quick_turns == [branch]
+
+    async def failing(scope: TurnScope) -> None:
+        assert recorder.kinds()[-1] == "RunStart"  # sent before the body runs
+        raise ValueError("from the body")
+
+    recorder.signals.clear()
+    with pytest.raises(ValueError, match="from the body"):
+        await run_in_turn(branch, model=None, invoke=failing, nests=False)
+    assert recorder.kinds() == ["RunStart", "RunFailed"]
+    (failed,) = recorder.terminals()
+    assert isinstance(failed, RunFailed)
+    assert isinstance(failed.data, ValueError)
+    assert quick_turns == [branch, branch]
+    assert_idle(branch)
+
+
+async def test_a_terminal_handler_of_a_one_frame_turn_sees_it_finalizing() -> None:
+    # the binding is set while the terminal is sent: a call on the Branch from the handler
+    # is the finalizing turn's (TurnFinalizingError), not a new turn that would wait forever
+    branch, _, session = observed_branch()
+    refused: list[BaseException] = []
+
+    async def on_end(signal: Signal, _session: Any) -> None:
+        try:
+            await branch.chat("again")
+        except TurnFinalizingError as exc:
+            refused.append(exc)
+
+    session.observe(RunEnd, on_end)
+    assert await branch.chat_and_record("hi") == "ok"
+    assert len(refused) == 1
+    assert_idle(branch)
