@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from types import ModuleType, TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from anyio import (
     CancelScope,
@@ -230,24 +230,22 @@ def new_cancel_scope() -> CancelHandle:
     return scope
 
 
-class _Uncaptured:
-    """An asyncio deadline scope entered from an empty context (see :func:`timeout_scope`)."""
+@functools.cache
+def _uncaptured_scope() -> type[CancelScope] | None:
+    """anyio's asyncio cancel scope, entered from an empty context (see :func:`timeout_scope`);
+    None when this anyio keeps its asyncio scope elsewhere."""
+    try:
+        from anyio._backends._asyncio import CancelScope as AsyncioScope
+    except ImportError:  # pragma: no cover - depends on the installed anyio
+        return None
 
-    __slots__ = ("scope",)
+    class UncapturedScope(AsyncioScope):
+        __slots__ = ()
 
-    def __init__(self, scope: CancelScope) -> None:
-        self.scope = scope
+        def __enter__(self) -> Self:
+            return contextvars.Context().run(super().__enter__)
 
-    def __enter__(self) -> CancelScope:
-        return contextvars.Context().run(self.scope.__enter__)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        return self.scope.__exit__(exc_type, exc, tb)
+    return UncapturedScope
 
 
 def timeout_scope(delay: float) -> AbstractContextManager[CancelScope, bool]:
@@ -263,9 +261,10 @@ def timeout_scope(delay: float) -> AbstractContextManager[CancelScope, bool]:
     from async code; ``with timeout_scope(d) as scope`` gives the scope itself.
     """
     loop = _running_asyncio_loop()
-    if loop is None:
+    uncaptured = None if loop is None else _uncaptured_scope()
+    if uncaptured is None:
         return move_on_after(delay)
-    return _Uncaptured(CancelScope(deadline=loop.time() + delay))
+    return uncaptured(deadline=loop.time() + delay)
 
 
 @functools.cache
