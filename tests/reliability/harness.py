@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import sniffio
 from anyio.lowlevel import checkpoint
 
@@ -393,9 +394,11 @@ async def run_attempt(
             async with anyio.create_task_group() as group:
                 group.start_soon(call)
                 if k is not None and instrument is None:
+                    threads = anyio.to_thread.current_default_thread_limiter()
                     for _ in range(k):
                         if finished.is_set():
                             break
+                        await _worker_threads_done(threads)
                         await checkpoint()
                     if not finished.is_set():
                         attempt.cancel_requested = True
@@ -412,6 +415,16 @@ async def run_attempt(
         if subject.aclose is not None:
             with anyio.CancelScope(shield=True):
                 await subject.aclose()
+
+
+async def _worker_threads_done(threads: anyio.CapacityLimiter) -> None:
+    """Return once no worker thread of ``threads`` runs: a sync tool's run in a worker thread
+    counts as one tick, however long the thread takes (else the ticks a call needs would
+    depend on how fast the machine runs the thread against this task's checkpoints). The
+    calling task releases its thread's token when it resumes, so this returns once the call
+    has gone on to its next scheduling point."""
+    while threads.statistics().borrowed_tokens:
+        await checkpoint()
 
 
 async def _judge(
