@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
     from pydantic_core import SchemaSerializer, SchemaValidator
 
-__all__ = ["PydanticDataclassMethods", "PydanticMethods", "unbuilt"]
+__all__ = ["PydanticDataclassMethods", "PydanticMethods", "filling_class", "unbuilt"]
 
 _set = object.__setattr__
 _new = object.__new__
@@ -48,6 +48,16 @@ def unbuilt(cls: type[PydanticMethods]) -> None:
     must not read its parent's). Called for every subclass of :class:`PydanticMethods`."""
     cls._validator = _FirstUse("_validator")  # type: ignore[assignment]
     cls._serializer = _FirstUse("_serializer")  # type: ignore[assignment]
+
+
+def filling_class(cls: type, **namespace: Any) -> type[Any]:
+    """A subclass of the frozen slotted ``cls`` to fill a new instance through, for values
+    already checked: Python's own ``__setattr__`` (plain slot stores, where ``cls``'s refuses
+    assignment; setting and deleting share one C slot, so both), plus ``namespace``. The filled
+    object is then made a ``cls`` by assigning its ``__class__`` (same slots, same layout),
+    immutable from there on."""
+    body = {"__slots__": (), "__setattr__": object.__setattr__, "__delattr__": object.__delattr__}
+    return type(f"_{cls.__name__}Builder", (cls,), body | namespace)
 
 
 @functools.cache

@@ -51,7 +51,7 @@ from pydantic.dataclasses import dataclass, is_pydantic_dataclass
 from typing_extensions import TypedDict
 
 from lionagi._declared import same_parameters
-from lionagi._pydantic_methods import PydanticDataclassMethods
+from lionagi._pydantic_methods import PydanticDataclassMethods, filling_class
 from lionagi.errors import OperationError, UnknownParameterError
 from lionagi.operations.fields import FieldModel, RequestFields
 from lionagi.protocols.messages import Instruction, _refuse_assignment
@@ -538,12 +538,7 @@ def _as_given_function(cls: type[OperationParams]) -> AsGiven:
         *cls.aliases,
     }
     refused = (*cls.aliases, "instruct")  # given, they need the validator's path
-    # both, or neither is the C slot: setting and deleting share one (Python's, otherwise)
-    builder = type(
-        f"_{cls.__name__}Builder",
-        (cls,),
-        {"__slots__": (), "__setattr__": object.__setattr__, "__delattr__": object.__delattr__},
-    )
+    builder = filling_class(cls)
 
     def as_given(arguments: Mapping[str, Any], operation: str) -> Any:
         if not accepted.issuperset(arguments):

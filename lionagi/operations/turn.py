@@ -732,6 +732,14 @@ class _Turn:
         lock = branch._turn_lock
         if not lock.take():  # taken at once when free (and not cancelled)
             await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
+        return cls.holding(branch, model, options, lock)
+
+    @classmethod
+    def holding(
+        cls, branch: Branch, model: iModel | None, options: TurnOptions, lock: Any
+    ) -> _Turn:
+        """The turn of a caller that holds ``branch``'s ``lock``: its context is opened (on
+        failure the lock is released)."""
         context = _open_context(branch, model, options, lock)
         return cls(branch, context, lock, options.get("nests", True))
 
@@ -1199,9 +1207,10 @@ class _StreamDriver(StreamConsumer, Generic[T]):
                 self._entry, self._scope = entry, nested
                 return _NOT_STARTED
             lock = self.branch._turn_lock
+            lookup = loop_and_task_lookup()  # before the lock: nothing to undo if it failed
             if not lock.take():  # taken at once when free (and not cancelled)
                 return None
-            return self._began(lock)
+            return self._began(lock, lookup)
         except BaseException:  # no model, or a finalizing turn's own call: nothing started
             self._refused()
             raise
@@ -1210,22 +1219,22 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         """:meth:`_begin` for a Branch that was busy: wait for its lock (FIFO), then start."""
         lock = self.branch._turn_lock
         try:
+            lookup = loop_and_task_lookup()
             await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
-            return self._began(lock)
+            return self._began(lock, lookup)
         except BaseException:
             self._refused()
             raise
 
-    def _began(self, lock: Any) -> DriverState:
-        """The turn, holding ``lock``: its context (released on failure) and, for an ungrouped
-        turn, the one step record and binding of its quick steps."""
-        self._loop, task = loop_and_task_lookup()
-        branch, options = self.branch, self.options
-        context = _open_context(branch, self.model, options, lock)
-        grouped = options.get("nests", True)
-        self._turn = begun = _Turn(branch, context, lock, grouped)
-        context.consumer = self
-        if grouped:
+    def _began(self, lock: Any, lookup: tuple[object, Callable[[], object]]) -> DriverState:
+        """The turn, holding ``lock`` (see :meth:`_Turn.holding`) and, for an ungrouped turn,
+        the one step record and binding of its quick steps; ``lookup`` is the loop's
+        (:func:`loop_and_task_lookup`)."""
+        self._loop, task = lookup
+        branch = self.branch
+        self._turn = begun = _Turn.holding(branch, self.model, self.options, lock)
+        begun.context.consumer = self
+        if begun.grouped:
             return _NOT_STARTED
         # the task id is set by each step (the consumer's task may change)
         self._step = StepGroup(None, 0, self.interrupt)

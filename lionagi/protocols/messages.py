@@ -30,6 +30,7 @@ from pydantic.dataclasses import dataclass
 
 from lionagi._ids import new_id_int, uuid_of
 from lionagi._pydantic_methods import PydanticDataclassMethods as _PydanticMethods
+from lionagi._pydantic_methods import filling_class
 from lionagi.errors import HistoryError
 
 __all__ = [
@@ -353,21 +354,9 @@ del _class
 _clock = time.time
 
 
-def _builder(cls: type[Message]) -> type[Any]:
-    """A subclass of ``cls`` to fill a new message through: Python's own ``__setattr__``
-    (plain slot stores; setting and deleting share one C slot, so both) and the id's slot
-    itself (no UUID conversion). The filled message is then made a ``cls`` (its
-    ``__class__`` assigned: same slots), immutable from there on."""
-    namespace = {
-        "__slots__": (),
-        "__setattr__": object.__setattr__,
-        "__delattr__": object.__delattr__,
-        "id": _ID_SLOT,
-    }
-    return type(f"_{cls.__name__}Builder", (cls,), namespace)
-
-
-_InstructionBuilder = _builder(Instruction)
+# The classes the trusted builders below fill a message through (see filling_class), with the
+# id's own slot: the number is stored, no UUID conversion.
+_InstructionBuilder = filling_class(Instruction, id=_ID_SLOT)
 
 
 def text_instruction(
@@ -396,7 +385,7 @@ def text_instruction(
     return cast(Instruction, message)
 
 
-_AssistantResponseBuilder = _builder(AssistantResponse)
+_AssistantResponseBuilder = filling_class(AssistantResponse, id=_ID_SLOT)
 
 
 def reply_message(
