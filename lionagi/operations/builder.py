@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from lionagi.errors import FlowError
 from lionagi.operations.graph import (
     Condition,
+    NodeRef,
     OperationGraph,
     OperationNode,
     ResultCondition,
@@ -58,7 +59,7 @@ class OperationGraphBuilder:
         self,
         operation: Operation,
         node_id: str | None = None,
-        depends_on: Any = None,
+        depends_on: NodeRef | Iterable[NodeRef] | None = None,
         inherit_context: bool = False,
         branch: Any = None,
         *,
@@ -86,7 +87,7 @@ class OperationGraphBuilder:
         self._insert(node, deps, edge_conditions, label=edge_label)
         return node.id
 
-    def then(self, previous: Any, operation: Operation, **kwargs: Any) -> UUID:
+    def then(self, previous: NodeRef, operation: Operation, **kwargs: Any) -> UUID:
         """Add a node that depends on ``previous``."""
         return self.add_operation(operation, depends_on=[previous], **kwargs)
 
@@ -94,7 +95,7 @@ class OperationGraphBuilder:
         self,
         operation: Operation,
         node_id: str | None = None,
-        source_node_ids: Any = None,
+        source_node_ids: Sequence[NodeRef] | None = None,
         inherit_context: bool = False,
         inherit_from_source: int = 0,
         branch: Any = None,
@@ -124,7 +125,7 @@ class OperationGraphBuilder:
     def expand_from_result(
         self,
         items: Iterable[Any],
-        source_node_id: Any,
+        source_node_id: NodeRef,
         operation: Operation,
         strategy: ExpansionStrategy | str = ExpansionStrategy.CONCURRENT,
         inherit_context: bool = False,
@@ -175,7 +176,7 @@ class OperationGraphBuilder:
         true_op: Operation,
         false_op: Operation | None = None,
         *,
-        depends_on: Any = None,
+        depends_on: NodeRef | Iterable[NodeRef] | None = None,
         condition_key: str | None = None,
         condition_value: Any = True,
         true_condition: Condition | None = None,
@@ -212,7 +213,7 @@ class OperationGraphBuilder:
         self._heads = {i: None for key, i in ids.items() if key != "check"}
         return ids
 
-    def add_edge(self, head: Any, tail: Any, *, condition: Condition | None = None) -> None:
+    def add_edge(self, head: NodeRef, tail: NodeRef, *, condition: Condition | None = None) -> None:
         """Make an existing node ``tail`` depend on an existing node ``head``.
 
         This is the one way to add a cycle by mistake; :meth:`get_graph` rejects it.
@@ -245,7 +246,7 @@ class OperationGraphBuilder:
         }
 
     # -- helpers -------------------------------------------------------------------------
-    def _refs(self, refs: Any) -> list[UUID]:
+    def _refs(self, refs: NodeRef | Iterable[NodeRef] | None) -> list[UUID]:
         if refs is None:
             return []
         if isinstance(refs, str | UUID | OperationNode):

@@ -13,7 +13,7 @@ import heapq
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 from uuid import UUID, uuid4
 
 from lionagi.errors import FlowError, GraphCycleError, OperationError
@@ -23,6 +23,7 @@ __all__ = [
     "NODE_OPERATIONS",
     "Condition",
     "Edge",
+    "NodeRef",
     "OperationGraph",
     "OperationNode",
     "ResultCondition",
@@ -108,6 +109,10 @@ class OperationNode:
         if isinstance(self.operation, str):
             return NODE_OPERATIONS.get(self.operation)
         return None
+
+
+#: A node named where the graph expects one: the node, its id (or the id as text) or its name.
+NodeRef: TypeAlias = OperationNode | UUID | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +237,8 @@ class OperationGraph:
 
     def add_edge(
         self,
-        head: Any,
-        tail: Any,
+        head: NodeRef,
+        tail: NodeRef,
         *,
         condition: Condition | None = None,
         label: str | None = None,
@@ -253,7 +258,7 @@ class OperationGraph:
         return edge
 
     # -- reading -------------------------------------------------------------------------
-    def resolve(self, ref: Any) -> UUID:
+    def resolve(self, ref: NodeRef) -> UUID:
         """The id of the node ``ref`` names: a node, its id (or id string) or its name."""
         if isinstance(ref, OperationNode):
             ref = ref.id
@@ -271,7 +276,7 @@ class OperationGraph:
                 return as_id
         raise FlowError(f"no node {ref!r} in graph {self.name!r}")
 
-    def get_node(self, ref: Any) -> OperationNode:
+    def get_node(self, ref: NodeRef) -> OperationNode:
         return self.nodes[self.resolve(ref)]
 
     def incoming(self, node_id: UUID) -> list[Edge]:
@@ -294,6 +299,8 @@ class OperationGraph:
         return iter(self.nodes.values())
 
     def __contains__(self, ref: object) -> bool:
+        if not isinstance(ref, OperationNode | UUID | str):
+            return False
         try:
             self.resolve(ref)
         except FlowError:

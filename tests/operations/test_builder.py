@@ -53,6 +53,9 @@ def test_names_are_unique_and_resolve_like_ids() -> None:
     assert graph.predecessors(b) == [a]
     assert builder.get_node_by_reference("a") is graph.nodes[a]
     assert builder.get_node_by_reference("nope") is None
+    # a node, its id (or the id as text) or its name is in the graph; anything else is not
+    assert all(ref in graph for ref in ("a", a, str(a), graph.nodes[a]))
+    assert not any(ref in graph for ref in ("nope", 3, None))
 
 
 def test_inherit_context_needs_a_dependency_and_excludes_branch() -> None:
