@@ -56,7 +56,7 @@ from lionagi._compat import (
 )
 from lionagi._declared import unexpected_keywords
 from lionagi._ids import new_id
-from lionagi._interrupt import Interrupt
+from lionagi._interrupt import Interrupt, guard
 from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import (
     TaskHandle,
@@ -184,13 +184,20 @@ class StepGroup:
     open: bool = True
 
 
+def _no_task() -> None:
+    """A stream consumer's task before any task asked for an item: none, as a dead weak
+    reference gives."""
+    return None
+
+
 @dataclass(slots=True, eq=False)
 class StreamConsumer:
     """The task iterating a stream turn, held as a weak reference to the task: an identity that
-    can never be reused by another task (a task id can, once its task is freed).
+    can never be reused by another task (a task id can, once its task is freed); before any
+    task asked for an item, :func:`_no_task` (a reference to none).
     Tasks the consumer starts are other tasks: they queue for the Branch like anyone else."""
 
-    task: weakref.ref[object] | None = None
+    task: Callable[[], object] = _no_task
     joinable: bool = False  # True only between items of a live, not abandoned, stream
     closed: bool = False
     # where the waits of an item's step register (a body that guards its waits, see
@@ -201,12 +208,12 @@ class StreamConsumer:
         """Make the calling task the consumer (the task that asked for the latest item); its
         id (anyio's ``TaskInfo.id``)."""
         task = current_task()
-        if self.task is None or self.task() is not task:
+        if self.task() is not task:
             self.task = weakref.ref(task)
         return id(task)
 
     def is_current(self) -> bool:
-        return self.task is not None and self.task() is current_task()
+        return self.task() is current_task()
 
 
 @dataclass(slots=True, eq=False)
@@ -664,6 +671,14 @@ async def _step_cleanup(context: TurnExecutionContext, pending: set[Any]) -> Non
             await rest
 
 
+async def _end_quick_step(context: TurnExecutionContext, error: BaseException | None) -> None:
+    """What a quick stream step rarely needs at its end, inside it: after ``error`` the turn
+    is finalizing (nothing joins it any more); then :func:`_step_cleanup`."""
+    if error is not None:
+        context.phase = "finalizing"
+    await _step_cleanup(context, context.nested_tasks)
+
+
 async def _run_nested(
     branch: Branch, entry: _Entry, scope: TurnScope, body: Callable[[], Awaitable[T]]
 ) -> T:
@@ -1082,14 +1097,13 @@ class _StreamDriver(StreamConsumer, Generic[T]):
     turn is open, cleared when it ends): one object less to build per stream."""
 
     __slots__ = (
-        "_binding",
         "_close_requested",
         "_closed",
         "_entry",
         "_items",
         "_loop",
+        "_quick",
         "_scope",
-        "_step",
         "_task",
         "_turn",
         "branch",
@@ -1113,7 +1127,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         self.options = options
         self.state = _NOT_STARTED
         # the StreamConsumer record (see there)
-        self.task = None
+        self.task = _no_task
         self.joinable = False
         self.closed = False
         self.interrupt = Interrupt() if guarded and not options.get("nests", True) else None
@@ -1125,9 +1139,9 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         self._task: Callable[[], object] = _no_task_lookup  # current_task, once the turn began
         self._close_requested = False
         self._closed: anyio.Event | None = None
-        # the one step record and binding of every step after the first of an ungrouped turn
-        self._step: StepGroup | None = None
-        self._binding: _ActiveTurnBinding | None = None
+        # what every quick step of an ungrouped turn needs: its context, and the one step
+        # record and binding they all share
+        self._quick: tuple[TurnExecutionContext, StepGroup, _ActiveTurnBinding] | None = None
 
     # -- iteration ------------------------------------------------------------------------
     async def next(self) -> T:
@@ -1136,64 +1150,57 @@ class _StreamDriver(StreamConsumer, Generic[T]):
             # still NOT_STARTED: the steps are full ones; None: the Branch is busy
             begun = self._begin()
             state = await self._begin_after_wait() if begun is None else begun
-        step = self._step
-        if state is _BETWEEN_STEPS and step is not None:
-            # A step of an ungrouped turn (the first one once the turn has begun): one step
-            # record and binding serve them all, and a body that guards its waits opens no
-            # cancel scope (its waits register theirs with the consumer's interrupt, which
-            # aclose() cancels).
-            turn = self._turn
-            items = self._items  # None at the first item: the step starts the body
-            assert turn is not None
-            context = turn.context
-            if context.nested_tasks or _instrument.tracer is not None:
-                return await self._full_step(state)
-            # the first item runs in the task that began the turn, in this same call
-            task = context.owner if items is None else self._task()
-            ref = self.task
-            if ref is None or ref() is not task:
-                self.task = weakref.ref(task)
-            self.state = _IN_STEP
-            self.joinable = False
-            step.task_id = id(task)
-            step.open = True
-            context.step_group = step
-            interrupt = self.interrupt
-            error: BaseException | None = None
-            token = _active_turn_var.set(self._binding)
-            try:
-                if interrupt is None:
-                    value, error = await self._scoped_item(step, items)
-                else:
-                    interrupt.armed = True
-                    try:
-                        if items is None:  # the first item: RunStart, then the body starts
-                            observer = turn.observer  # the one the turn started with
-                            if observer is not None and observer.wants(RunStart):
-                                with interrupt.guard():  # a handler's waits are guarded
-                                    await turn._emit_start()
-                            items = self._open_items(turn)
-                        value = await items.__anext__()
-                    except BaseException as exc:
-                        error = exc
-                    interrupt.armed = False
-                if error is not None:
-                    context.phase = "finalizing"
-                if context.nested_tasks or context.pending_signals or context.delivering:
-                    await _step_cleanup(context, context.nested_tasks)
-            finally:
-                _active_turn_var.reset(token)
-                step.open = False
-                context.step_group = None
-            if error is None and not self._close_requested:
-                self.state = _BETWEEN_STEPS
-                self.joinable = True
-                return value
-            try:
-                return await self._failed_step(error)
-            finally:
-                error = None  # this frame is in the error's traceback: no cycle through it
-        return await self._full_step(state)
+        quick = self._quick
+        if state is not _BETWEEN_STEPS or quick is None:
+            return await self._full_step(state)
+        # A step of an ungrouped turn (the first one once the turn has begun): one step record
+        # and binding serve them all, and a body that guards its waits opens no cancel scope
+        # (its waits register theirs with the consumer's interrupt, which aclose() cancels).
+        # Only what every item needs runs here; the first item, errors and cleanup are helpers.
+        context, step, binding = quick
+        if context.nested_tasks or _instrument.tracer is not None:
+            return await self._full_step(state)
+        task = self._task()  # at the first item, the task that began the turn (this call)
+        if self.task() is not task:
+            self.task = weakref.ref(task)
+        items = self._items  # None at the first item: the step starts the body
+        self.state = _IN_STEP
+        self.joinable = False
+        step.task_id = id(task)
+        step.open = True
+        context.step_group = step
+        interrupt = self.interrupt
+        error: BaseException | None = None
+        token = _active_turn_var.set(binding)
+        try:
+            if interrupt is None:
+                value, error = await self._scoped_item(step, items)
+            else:
+                interrupt.armed = True
+                try:
+                    value = await (self._first_item() if items is None else items.__anext__())
+                except BaseException as exc:
+                    error = exc
+                interrupt.armed = False
+            if (
+                error is not None
+                or context.nested_tasks
+                or context.pending_signals
+                or context.delivering
+            ):
+                await _end_quick_step(context, error)
+        finally:
+            _active_turn_var.reset(token)
+            step.open = False
+            context.step_group = None
+        if error is None and not self._close_requested:
+            self.state = _BETWEEN_STEPS
+            self.joinable = True
+            return value
+        try:
+            return await self._failed_step(error)
+        finally:
+            error = None  # this frame is in the error's traceback: no cycle through it
 
     def _begin(self) -> DriverState | None:
         """Start the turn if the Branch is free, or find the live turn this stream nests in,
@@ -1237,8 +1244,8 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         if begun.grouped:
             return _NOT_STARTED
         # the task id is set by each step (the consumer's task may change)
-        self._step = StepGroup(None, 0, self.interrupt)
-        self._binding = _ActiveTurnBinding(branch.id, begun.scope, self._step)
+        step = StepGroup(None, 0, self.interrupt)
+        self._quick = (begun.context, step, _ActiveTurnBinding(branch.id, begun.scope, step))
         self._task = task
         if _instrument.tracer is not None:
             return _NOT_STARTED
@@ -1264,14 +1271,15 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         raise AssertionError("unreachable: the scope's own cancellation is caught inside it")
 
     async def _first_item(self) -> T:
-        """The body of an unguarded, ungrouped turn's first step (in the step's cancel scope):
-        ``RunStart``, then the body's first item. A guarded body's first step runs in
-        :meth:`next`'s own frame."""
+        """The body of an ungrouped turn's first step: ``RunStart`` (when the observer the
+        turn started with wants it), then the body's first item. An unguarded body runs it in
+        the step's cancel scope; a guarded body's RunStart handlers make guarded waits."""
         turn = self._turn
         assert turn is not None
-        rest = turn._send_start()  # when the observer the turn started with wants it
-        if rest is not None:
-            await rest
+        observer = turn.observer
+        if observer is not None and observer.wants(RunStart):
+            with guard(self.interrupt):
+                await turn._emit_start()
         return await anext(self._open_items(turn))
 
     def _open_items(self, turn: _Turn) -> AsyncIterator[T]:
