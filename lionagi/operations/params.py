@@ -21,6 +21,7 @@ else reaches a request.
 import dataclasses
 import difflib
 import functools
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from types import UnionType
 from typing import (
@@ -28,7 +29,9 @@ from typing import (
     Annotated,
     Any,
     ClassVar,
+    Concatenate,
     Literal,
+    ParamSpec,
     Self,
     TypeAlias,
     TypeVar,
@@ -538,7 +541,7 @@ def _as_given_function(cls: type[OperationParams]) -> AsGiven:
         *cls.aliases,
     }
     refused = (*cls.aliases, "instruct")  # given, they need the validator's path
-    builder = filling_class(cls)
+    builder = _builder(cls)
 
     def as_given(arguments: Mapping[str, Any], operation: str) -> Any:
         if not accepted.issuperset(arguments):
@@ -581,6 +584,155 @@ def _as_given(cls: type[P], operation: str, arguments: Mapping[str, Any]) -> P |
         function = _AS_GIVEN[cls] = _as_given_function(cls)
     params: P | None = function(arguments, operation)
     return params
+
+
+R = TypeVar("R")
+PS = ParamSpec("PS")
+Given: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any]], Any]
+
+
+def bound_parameters(
+    of: Callable[Concatenate[Any, PS], Any], cls: type[P], operation: str
+) -> Callable[[Callable[[Any, P], R]], Callable[Concatenate[Any, PS], R]]:
+    """:func:`same_parameters` for a method whose body only binds the call into ``cls`` (as
+    ``operation``) and hands the parameters on: the decorated function receives them.
+
+    The common call (every value given is one strict validation returns unchanged, see
+    :func:`bind`) is bound straight from its positional and keyword arguments: only the values
+    given are checked, the declared defaults were checked once, and no ``locals()``-shaped
+    dict is built. Any other call goes the declared way (``of``'s signature, then :func:`bind`),
+    so it is refused with the same errors.
+    """
+    declare = same_parameters(of)
+    parameters = tuple(inspect.signature(of).parameters.values())
+
+    def decorate(fn: Callable[[Any, P], R]) -> Callable[Concatenate[Any, PS], R]:
+        def declared(self: Any, arguments: dict[str, Any]) -> R:
+            return fn(self, bind(cls, arguments, operation=operation))
+
+        slow = declare(declared)
+        fast: Given | None = None
+
+        @functools.wraps(fn)
+        def method(self: Any, /, *args: PS.args, **kwargs: PS.kwargs) -> R:
+            nonlocal fast
+            given = fast
+            if given is None:  # made at the first call: a program pays only for what it calls
+                given = fast = _given_function(cls, parameters, operation)
+            params = given(args, kwargs)
+            if params is None:
+                return slow(self, *args, **kwargs)
+            return fn(self, params)
+
+        method.__signature__ = inspect.signature(slow)  # type: ignore[attr-defined]
+        return method
+
+    return decorate
+
+
+def _given_function(
+    cls: type[OperationParams], parameters: Sequence[inspect.Parameter], operation: str
+) -> Given:
+    """The function :func:`bound_parameters`' method tries first for ``cls``: ``cls`` holding
+    a call's arguments (``args`` after ``self``, ``kwargs``), or ``None`` when the call needs
+    the declared way (a value the validator would change, an alias, ``instruct=``, a call the
+    signature refuses). Built from the fields without generating code, as :func:`_as_given`."""
+    infos = getattr(cls, "__pydantic_decorators__", None)
+    if infos is None or any(
+        (infos.validators, infos.field_validators, infos.root_validators, infos.model_validators)
+    ):
+        return _never_given  # a validator of the class's own must see every call
+    checks: dict[str, tuple[frozenset[type], Callable[[object], bool]]] = {}
+    for field in dataclasses.fields(cls):
+        if field.name != "options":
+            unchanged = _unchanged(field.type)
+            checks[field.name] = (unchanged.types, unchanged.keeps)
+    declared = parameters[1:]  # after self
+    by_name = {p.name: p for p in declared if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    if not by_name.keys() >= checks.keys():
+        return _never_given  # a field the signature cannot fill
+    positional = [p.name for p in declared if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    if not checks.keys() >= set(positional):
+        return _never_given  # a positional parameter that is no field
+    defaults: list[tuple[str, Any]] = []
+    for name, (types, keeps) in checks.items():
+        default = by_name[name].default
+        if default is inspect.Parameter.empty:
+            continue  # required: given, or the call takes the declared way
+        if type(default) not in types and not keeps(default):
+            return _never_given
+        defaults.append((name, default))
+    required = [name for name in checks if by_name[name].default is inspect.Parameter.empty]
+    # for k positional arguments given: the checks of those, the defaults of the fields they
+    # do not fill, and the required fields that must then come as keywords
+    positional_checks = tuple((name, *checks[name]) for name in positional)
+    rest = tuple(
+        tuple((name, value) for name, value in defaults if name not in positional[:count])
+        for count in range(len(positional) + 1)
+    )
+    required_keywords = tuple(
+        tuple(name for name in required if name not in positional[:count])
+        for count in range(len(positional) + 1)
+    )
+    index = {name: place for place, name in enumerate(positional)}
+    special = frozenset(by_name) - checks.keys() | {"self"}  # aliases, instruct=
+    most = len(positional)
+    builder = _builder(cls)
+
+    def given(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        count = len(args)
+        if count > most:
+            return None
+        for name in required_keywords[count]:
+            if name not in kwargs:
+                return None
+        params: Any = _new(builder)
+        for (name, types, keeps), value in zip(positional_checks, args, strict=False):
+            if type(value) not in types and not keeps(value):
+                return None
+            setattr(params, name, value)
+        for name, value in rest[count]:
+            setattr(params, name, value)
+        options: dict[str, Any] | None = None
+        if kwargs:
+            for name, value in kwargs.items():
+                check = checks.get(name)
+                if check is None:
+                    if name in special:
+                        return None
+                    if options is None:
+                        options = {}
+                    options[name] = value  # the signature's **options
+                    continue
+                if index.get(name, most) < count:
+                    return None  # given twice: the signature's TypeError
+                types, keeps = check
+                if type(value) not in types and not keeps(value):
+                    return None
+                setattr(params, name, value)
+        params.options = _options(cls, operation, options) if options else {}
+        params.__class__ = cls
+        return params
+
+    given.__qualname__ = f"given[{cls.__name__}, {operation}]"
+    return given
+
+
+def _never_given(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """The fast path of a class with validators of its own: every call goes the declared way."""
+    return None
+
+
+_BUILDERS: dict[type[OperationParams], type[Any]] = {}
+
+
+def _builder(cls: type[OperationParams]) -> type[Any]:
+    """The class ``cls``'s parameters are filled through (see :func:`filling_class`), one per
+    class."""
+    builder = _BUILDERS.get(cls)
+    if builder is None:
+        builder = _BUILDERS[cls] = filling_class(cls)
+    return builder
 
 
 def _options(

@@ -39,6 +39,7 @@ from lionagi.operations.params import (
     ReActParams,
     RunParams,
     bind,
+    bound_parameters,
     same_parameters,
 )
 from lionagi.operations.params import ToolsArg as OfferedTools
@@ -388,11 +389,10 @@ class Branch:
         """
         return await _chat.chat(self, bind(ChatParams, locals()))
 
-    @same_parameters(chat)
-    async def chat_and_record(self, arguments: dict[str, Any]) -> str:
+    @bound_parameters(chat, ChatParams, "chat_and_record")
+    async def chat_and_record(self, params: ChatParams) -> str:
         """Like :meth:`chat` (its parameters), recording the instruction and the reply; returns
         the reply text (``return_ins_res_message`` belongs to :meth:`chat`)."""
-        params = bind(ChatParams, arguments, operation="chat_and_record")
         text: str = await _chat.chat(self, params, record=True)
         return text
 
@@ -433,13 +433,12 @@ class Branch:
         params = bind(CommunicateParams, locals())
         return await _communicate.communicate(self, params)
 
-    @same_parameters(communicate)
-    def communicate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
+    @bound_parameters(communicate, CommunicateParams, "communicate_stream")
+    def communicate_stream(self, params: CommunicateParams) -> TurnStream[StreamEvent]:
         """:meth:`communicate` as live events, one stream turn; same parameters. Text deltas,
         the structured reply so far, the committed messages, and last a
         :class:`~lionagi.operations.events.ResultEvent` holding what ``communicate`` returns
         (see :func:`lionagi.operations.live.communicate_stream`)."""
-        params = bind(CommunicateParams, arguments, operation="communicate_stream")
         return _live.communicate_stream(self, params)
 
     async def interpret(
@@ -482,13 +481,12 @@ class Branch:
         params = bind(OperateParams, locals())
         return await _operate.operate(self, params)
 
-    @same_parameters(operate)
-    def operate_stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
+    @bound_parameters(operate, OperateParams, "operate_stream")
+    def operate_stream(self, params: OperateParams) -> TurnStream[StreamEvent]:
         """:meth:`operate` as live events, one stream turn; same parameters. Deltas, the
         structured reply so far, tools started and finished, each committed message, and last a
         :class:`~lionagi.operations.events.ResultEvent` holding what ``operate`` returns (see
         :func:`lionagi.operations.live.operate_stream`)."""
-        params = bind(OperateParams, arguments, operation="operate_stream")
         return _live.operate_stream(self, params)
 
     @overload
@@ -637,12 +635,12 @@ class Branch:
             finally:
                 await self.aclose()
 
-    @same_parameters(run)
-    def stream(self, arguments: dict[str, Any]) -> TurnStream[StreamEvent]:
+    @bound_parameters(run, RunParams, "stream")
+    def stream(self, params: RunParams) -> TurnStream[StreamEvent]:
         """Stream a :meth:`run` turn (its parameters) as live events: text and tool-call deltas
         as they arrive, tool starts and finishes, and each committed message (see
         :func:`lionagi.operations.run.stream`)."""
-        return _run.stream(self, bind(RunParams, arguments, operation="stream"))
+        return _run.stream(self, params)
 
     # -- copies and serialization --------------------------------------------------------
     async def aclone(self) -> Branch:
