@@ -29,7 +29,7 @@ import sys
 import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from types import ModuleType, TracebackType
+from types import FunctionType, ModuleType, TracebackType
 from typing import Any, Protocol, Self
 
 from anyio import (
@@ -53,6 +53,7 @@ __all__ = [
     "current_task",
     "loop_and_task_lookup",
     "new_cancel_scope",
+    "running",
     "spawn_detached",
     "spawn_threadsafe",
     "task_info",
@@ -80,6 +81,24 @@ def _running_asyncio_loop() -> Any:
     return None if asyncio is None else asyncio._get_running_loop()
 
 
+# asyncio's current task of a loop (``asyncio.current_task(loop)``), set at first use
+_task_of: Callable[[Any], object] | None = None
+
+
+def _asyncio_task_of(asyncio: Any) -> Callable[[Any], object]:
+    """``asyncio.current_task`` at the price of the lookup it makes: on Python 3.11 it is a
+    Python function that returns ``_current_tasks.get(loop)``, a frame per call (a stream turn
+    asks at every item), so the dict's own ``get`` is used; elsewhere the function itself."""
+    global _task_of
+    current = asyncio.current_task
+    tasks = getattr(asyncio.tasks, "_current_tasks", None)
+    if isinstance(current, FunctionType) and isinstance(tasks, dict):
+        _task_of = tasks.get
+    else:  # pragma: no cover - depends on the Python version
+        _task_of = current
+    return _task_of
+
+
 def current_task() -> object:
     """The running task's native object: the same object for the whole life of the task, never
     shared by two live tasks, and weakly referenceable. ``id(current_task())`` is the task's
@@ -87,7 +106,7 @@ def current_task() -> object:
     asyncio = sys.modules.get("asyncio")  # one lookup less than _running_asyncio_loop: a
     loop = None if asyncio is None else asyncio._get_running_loop()  # stream asks every item
     if loop is not None:
-        return asyncio.current_task(loop)  # type: ignore[union-attr]  # loop: asyncio is set
+        return (_task_of or _asyncio_task_of(asyncio))(loop)
     return _trio().lowlevel.current_task()
 
 
@@ -99,10 +118,26 @@ def loop_and_task_lookup() -> tuple[object, Callable[[], object]]:
     code; the function it returns only from tasks of this loop."""
     loop = _running_asyncio_loop()
     if loop is not None:
-        current: Callable[[], object] = functools.partial(sys.modules["asyncio"].current_task, loop)
+        task_of = _task_of or _asyncio_task_of(sys.modules["asyncio"])
+        current: Callable[[], object] = functools.partial(task_of, loop)
         return loop, current
     lowlevel = _trio().lowlevel
     return lowlevel.current_trio_token(), lowlevel.current_task
+
+
+def running() -> tuple[object, object, bool]:
+    """What a turn asks before it takes its Branch's lock, in one look at the backend: the
+    running event loop's native identity (:func:`current_loop`'s), the running task
+    (:func:`current_task`'s) and whether that task is cancelled now (:func:`cancel_called`'s).
+    Must be called from a task of an asyncio or trio loop."""
+    asyncio = sys.modules.get("asyncio")
+    loop = None if asyncio is None else asyncio._get_running_loop()
+    if loop is not None:
+        task = (_task_of or _asyncio_task_of(asyncio))(loop)
+        return loop, task, _asyncio_cancelled(task)
+    lowlevel = _trio().lowlevel
+    task = lowlevel.current_task()
+    return lowlevel.current_trio_token(), task, _trio_cancelled(task)
 
 
 def task_info(task: object) -> TaskInfo:
@@ -152,22 +187,32 @@ def cancel_called() -> bool:
     cancel scopes up to the nearest shield, as anyio asks), trio's cancel status on trio. The
     public way (the effective deadline is minus infinity) costs more than the checkpoint
     itself, so it is only the fallback for a version whose records look different."""
-    loop = _running_asyncio_loop()
+    asyncio = sys.modules.get("asyncio")
+    loop = None if asyncio is None else asyncio._get_running_loop()
     if loop is not None:
-        states = _anyio_task_states()
-        if states is None:
-            return _effective_deadline() == -math.inf
-        task = sys.modules["asyncio"].current_task(loop)
-        state = None if task is None else states.get(weakref.ref(task))
-        scope = None if state is None else state.cancel_scope
-        while scope is not None:
-            if scope._cancel_called:
-                return True
-            if scope._shield:
-                return False
-            scope = scope._parent_scope
-        return False
-    status = getattr(_trio().lowlevel.current_task(), "_cancel_status", None)
+        return _asyncio_cancelled((_task_of or _asyncio_task_of(asyncio))(loop))
+    return _trio_cancelled(_trio().lowlevel.current_task())
+
+
+def _asyncio_cancelled(task: object) -> bool:
+    """:func:`cancel_called` for ``task``, the running asyncio task."""
+    states = _anyio_task_states()
+    if states is None:
+        return _effective_deadline() == -math.inf
+    state = None if task is None else states.get(weakref.ref(task))
+    scope = None if state is None else state.cancel_scope
+    while scope is not None:
+        if scope._cancel_called:
+            return True
+        if scope._shield:
+            return False
+        scope = scope._parent_scope
+    return False
+
+
+def _trio_cancelled(task: object) -> bool:
+    """:func:`cancel_called` for ``task``, the running trio task."""
+    status = getattr(task, "_cancel_status", None)
     if status is None:  # pragma: no cover - depends on the installed trio
         return _trio().current_effective_deadline() == -math.inf  # type: ignore[no-any-return]
     return status.effectively_cancelled is True

@@ -67,6 +67,15 @@ class LazyFifoLock:
         self._holder_loop = current_loop()
         return True
 
+    def take_in(self, loop: object) -> bool:
+        """:meth:`take` for a caller that knows the running event loop (``loop``:
+        :func:`~lionagi._compat.current_loop`'s) and has checked it is not cancelled (see
+        :func:`~lionagi._compat.running`). False when the lock is held or waited for."""
+        if self._holder_loop is not None or self._queue is not None:
+            return False
+        self._holder_loop = loop
+        return True
+
     def release(self) -> None:
         queue = self._queue
         if queue is None:

@@ -97,6 +97,32 @@ async def test_current_task_is_the_running_task_by_anyio_id() -> None:
     assert len({id(task) for task, _ in seen.values()} | {id(mine)}) == 3
 
 
+async def test_running_tells_the_loop_the_task_and_its_cancellation_at_once() -> None:
+    from lionagi._compat import current_loop, current_task, running
+
+    loop, task, cancelled = running()
+    assert loop is current_loop()
+    assert task is current_task()
+    assert id(task) == anyio.get_current_task().id
+    assert cancelled is False
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        assert running()[2] is True  # what cancel_called() says
+        with anyio.CancelScope(shield=True):
+            assert running()[2] is False
+        await checkpoint_if_cancelled()
+    assert scope.cancelled_caught
+
+    async def child(found: list[object]) -> None:
+        found.append(running()[1])
+
+    found: list[object] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(child, found)
+    assert len(found) == 1
+    assert found[0] is not task
+
+
 async def test_a_new_cancel_scope_cancels_what_runs_in_it_and_nests_with_anyio_scopes() -> None:
     from lionagi._compat import new_cancel_scope
 

@@ -135,6 +135,33 @@ async def test_take_takes_only_what_acquire_would_take_without_waiting() -> None
     assert not lock.locked()
 
 
+async def test_take_in_takes_a_free_lock_for_the_loop_it_is_given() -> None:
+    from lionagi._compat import current_loop
+
+    lock = LazyFifoLock()
+    loop = current_loop()
+    assert lock.take_in(loop)  # free: taken at once, for this loop
+    assert lock.locked()
+    assert not lock.take_in(loop)  # held: nothing changed
+    entered = anyio.Event()
+
+    async def waiter() -> None:
+        await lock.acquire()
+        entered.set()
+        lock.release()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter)
+        await _until_waiting(lock, 1)
+        lock.release()  # handed to the waiter
+        assert not lock.take_in(loop)  # held by the waiter, or its waiting room still there
+        await entered.wait()
+    assert not lock.locked()
+    assert lock.take_in(loop)
+    lock.release()
+    assert not lock.locked()
+
+
 async def test_another_task_may_release_it() -> None:
     lock = LazyFifoLock()
     await lock.acquire()

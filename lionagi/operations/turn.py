@@ -51,6 +51,7 @@ from lionagi._compat import (
     current_task,
     loop_and_task_lookup,
     new_cancel_scope,
+    running,
     spawn_detached,
     spawn_threadsafe,
 )
@@ -739,23 +740,25 @@ class _Turn:
         # removed from a Session meanwhile gets no terminal without its start, nor the reverse
         self.observer = branch.observer
         self.scope = _scope_of(context, True)
-        self.started = time.perf_counter()
+        # the turn's duration is only told to that observer
+        self.started = 0.0 if self.observer is None else time.perf_counter()
         self._released = False
 
     @classmethod
     async def begin(cls, branch: Branch, model: iModel | None, options: TurnOptions) -> _Turn:
         lock = branch._turn_lock
-        if not lock.take():  # taken at once when free (and not cancelled)
+        loop, task, cancelled = running()
+        if cancelled or not lock.take_in(loop):  # taken at once when free (and not cancelled)
             await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
-        return cls.holding(branch, model, options, lock)
+        return cls.holding(branch, model, options, lock, task)
 
     @classmethod
     def holding(
-        cls, branch: Branch, model: iModel | None, options: TurnOptions, lock: Any
+        cls, branch: Branch, model: iModel | None, options: TurnOptions, lock: Any, task: object
     ) -> _Turn:
-        """The turn of a caller that holds ``branch``'s ``lock``: its context is opened (on
-        failure the lock is released)."""
-        context = _open_context(branch, model, options, lock)
+        """The turn of a caller (``task``, its native task) that holds ``branch``'s ``lock``:
+        its context is opened (on failure the lock is released)."""
+        context = _open_context(branch, model, options, lock, task)
         return cls(branch, context, lock, options.get("nests", True))
 
     def step(
@@ -909,10 +912,11 @@ async def _emit_terminal(
 
 
 def _open_context(
-    branch: Branch, model: iModel | None, options: TurnOptions, lock: Any
+    branch: Branch, model: iModel | None, options: TurnOptions, lock: Any, owner: object
 ) -> TurnExecutionContext:
-    """The context of a top-level turn that holds ``lock`` (the Branch's turn lock), with the
-    Branch pointing at it. On failure (no model to use) the lock is released."""
+    """The context of a top-level turn of task ``owner`` (:func:`current_task`'s) that holds
+    ``lock`` (the Branch's turn lock), with the Branch pointing at it. On failure (no model to
+    use) the lock is released."""
     try:
         role = options.get("role", "chat")
         resolved = model
@@ -926,7 +930,7 @@ def _open_context(
             )
         # the three leading fields by position, the other two set after: keyword arguments to
         # a dataclass of 22 fields cost the turn about 2k instructions more
-        context = TurnExecutionContext(new_id(), resolved, current_task())
+        context = TurnExecutionContext(new_id(), resolved, owner)
         context.operation = options.get("operation")
         context.logs = branch.logs
         assert branch._active_turn_context is None, "turn lock held by two turns"
@@ -1019,9 +1023,10 @@ async def _run_one_frame(
     such an observer are delivered before the lock is released.
     """
     lock = branch._turn_lock
-    if not lock.take():  # taken at once when free (and not cancelled)
+    loop, task, cancelled = running()
+    if cancelled or not lock.take_in(loop):  # taken at once when free (and not cancelled)
         await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
-    context = _open_context(branch, model, options, lock)
+    context = _open_context(branch, model, options, lock, task)
     observer = branch.observer  # told of the end if told of the start
     started = 0.0 if observer is None else time.perf_counter()
     try:
@@ -1085,10 +1090,6 @@ async def _run_one_frame(
     return value  # type: ignore[return-value]  # set whenever error is None
 
 
-def _no_task_lookup() -> object:
-    raise AssertionError("a quick step runs only once the turn has begun")
-
-
 class _StreamDriver(StreamConsumer, Generic[T]):
     """The state machine behind one :class:`TurnStream`. It holds no reference to the stream
     object, so dropping the stream frees it by reference counting and reports the abandonment.
@@ -1136,7 +1137,9 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         self._entry = _TOP_LEVEL
         self._items: AsyncIterator[T] | None = None
         self._loop: object = None  # the native event loop (lionagi._compat.current_loop's)
-        self._task: Callable[[], object] = _no_task_lookup  # current_task, once the turn began
+        # current_task for this loop, built at the second item (the first one runs in the task
+        # that began the turn)
+        self._task: Callable[[], object] | None = None
         self._close_requested = False
         self._closed: anyio.Event | None = None
         # what every quick step of an ungrouped turn needs: its context, and the one step
@@ -1160,10 +1163,11 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         context, step, binding = quick
         if context.nested_tasks or _instrument.tracer is not None:
             return await self._full_step(state)
-        task = self._task()  # at the first item, the task that began the turn (this call)
+        items = self._items  # None at the first item: the step starts the body
+        # at the first item, the task that began the turn (this call)
+        task = context.owner if items is None else (self._task or self._task_lookup())()
         if self.task() is not task:
             self.task = weakref.ref(task)
-        items = self._items  # None at the first item: the step starts the body
         self.state = _IN_STEP
         self.joinable = False
         step.task_id = id(task)
@@ -1214,10 +1218,10 @@ class _StreamDriver(StreamConsumer, Generic[T]):
                 self._entry, self._scope = entry, nested
                 return _NOT_STARTED
             lock = self.branch._turn_lock
-            lookup = loop_and_task_lookup()  # before the lock: nothing to undo if it failed
-            if not lock.take():  # taken at once when free (and not cancelled)
+            loop, task, cancelled = running()  # before the lock: nothing to undo if it failed
+            if cancelled or not lock.take_in(loop):  # taken at once when free (not cancelled)
                 return None
-            return self._began(lock, lookup)
+            return self._began(lock, loop, task)
         except BaseException:  # no model, or a finalizing turn's own call: nothing started
             self._refused()
             raise
@@ -1226,31 +1230,36 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         """:meth:`_begin` for a Branch that was busy: wait for its lock (FIFO), then start."""
         lock = self.branch._turn_lock
         try:
-            lookup = loop_and_task_lookup()
+            loop, task, _ = running()
             await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
-            return self._began(lock, lookup)
+            return self._began(lock, loop, task)
         except BaseException:
             self._refused()
             raise
 
-    def _began(self, lock: Any, lookup: tuple[object, Callable[[], object]]) -> DriverState:
-        """The turn, holding ``lock`` (see :meth:`_Turn.holding`) and, for an ungrouped turn,
-        the one step record and binding of its quick steps; ``lookup`` is the loop's
-        (:func:`loop_and_task_lookup`)."""
-        self._loop, task = lookup
+    def _began(self, lock: Any, loop: object, task: object) -> DriverState:
+        """The turn of ``task`` on ``loop`` (:func:`running`'s), holding ``lock`` (see
+        :meth:`_Turn.holding`) and, for an ungrouped turn, the one step record and binding of
+        its quick steps."""
+        self._loop = loop
         branch = self.branch
-        self._turn = begun = _Turn.holding(branch, self.model, self.options, lock)
+        self._turn = begun = _Turn.holding(branch, self.model, self.options, lock, task)
         begun.context.consumer = self
         if begun.grouped:
             return _NOT_STARTED
         # the task id is set by each step (the consumer's task may change)
         step = StepGroup(None, 0, self.interrupt)
         self._quick = (begun.context, step, _ActiveTurnBinding(branch.id, begun.scope, step))
-        self._task = task
         if _instrument.tracer is not None:
             return _NOT_STARTED
         self.state = _BETWEEN_STEPS
         return _BETWEEN_STEPS
+
+    def _task_lookup(self) -> Callable[[], object]:
+        """The loop's :func:`current_task` (:func:`loop_and_task_lookup`), kept for the items
+        after the first."""
+        self._task = lookup = loop_and_task_lookup()[1]
+        return lookup
 
     def _refused(self) -> None:
         self.state = _CLOSED
