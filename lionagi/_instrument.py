@@ -173,13 +173,13 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
         else:
             response = await model._retried(request, on_retry)
     except BaseException as exc:
-        turn = context.turn_id.int
+        turn = context.turn_number
         logs.record_api_call(
             model.provider.name, request, None, exc, binding.branch_id, turn, started
         )
         raise
     if logs._capacity is not None:  # a bounded log: the record may replace the oldest one
-        turn = context.turn_id.int
+        turn = context.turn_number
         name = model.provider.name
         logs.record_api_call(name, request, response, None, binding.branch_id, turn, started)
         return response
@@ -199,7 +199,7 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
         started,
         time(),
         binding.branch_id,
-        context.turn_id.int,
+        context.turn_number,
         model.provider.name,
         request.model,
         count,
@@ -257,7 +257,7 @@ def stream_log(model: iModel, request: ModelRequest) -> StreamLog | None:
     logs = context.logs
     if logs is None:
         return None
-    return StreamLog(model, request, logs, binding.branch_id, context.turn_id.int)
+    return StreamLog(model, request, logs, binding.branch_id, context.turn_number)
 
 
 # -- tool calls ---------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ from lionagi._compat import (
     spawn_threadsafe,
 )
 from lionagi._declared import unexpected_keywords
-from lionagi._ids import new_id
+from lionagi._ids import new_id_int
 from lionagi._interrupt import Interrupt, guard
 from lionagi.errors import ConfigurationError, TurnFinalizingError
 from lionagi.operations.types import (
@@ -930,7 +930,7 @@ def _open_context(
             )
         # the three leading fields by position, the other two set after: keyword arguments to
         # a dataclass of 22 fields cost the turn about 2k instructions more
-        context = TurnExecutionContext(new_id(), resolved, owner)
+        context = TurnExecutionContext(new_id_int(), resolved, owner)
         context.operation = options.get("operation")
         context.logs = branch.logs
         assert branch._active_turn_context is None, "turn lock held by two turns"

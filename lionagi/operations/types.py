@@ -20,6 +20,7 @@ import anyio
 from anyio import TaskInfo
 
 from lionagi._compat import task_info
+from lionagi._ids import uuid_of
 from lionagi.protocols.messages import Usage
 
 if TYPE_CHECKING:
@@ -127,7 +128,8 @@ class TurnExecutionContext:
     started per message.
     """
 
-    turn_id: UUID
+    #: the turn's id as its 128-bit number (what the logs record; :attr:`turn_id` is the UUID)
+    turn_number: int
     model: iModel | None
     #: the native task that started the turn (see :attr:`owner_task`)
     owner: object = field(repr=False)
@@ -159,6 +161,16 @@ class TurnExecutionContext:
     logs: LogManager | None = field(default=None, repr=False)
     # what an installed tracer keeps for this turn (lionagi._instrument); None when untraced
     trace: Any = field(default=None, repr=False)
+    _turn_uuid: UUID | None = field(default=None, repr=False)
+
+    @property
+    def turn_id(self) -> UUID:
+        """The turn's id, a version-4 UUID. Made when first read: a turn nobody observes
+        never needs the object (its logs record :attr:`turn_number`)."""
+        uuid = self._turn_uuid
+        if uuid is None:
+            uuid = self._turn_uuid = uuid_of(self.turn_number)
+        return uuid
 
     @property
     def owner_task(self) -> TaskInfo:

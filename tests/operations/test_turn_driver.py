@@ -43,6 +43,26 @@ async def _value(scope: TurnScope) -> str:
 
 
 # -- terminal matrix: coroutine rows ----------------------------------------------------------
+async def test_the_turn_id_is_made_when_first_read_from_the_turn_number() -> None:
+    branch = Branch(chat_model=echo_model())  # unobserved: nothing asks for the id
+    untouched: list[object] = []
+
+    async def body(scope: TurnScope) -> object:
+        context = scope.context
+        untouched.append(context._turn_uuid)
+        turn_id = context.turn_id
+        assert context.turn_id is turn_id  # made once
+        assert turn_id.int == context.turn_number
+        assert turn_id.version == 4
+        return turn_id
+
+    first = await run_in_turn(branch, model=None, invoke=body)
+    second = await run_in_turn(branch, model=None, invoke=body)
+    assert untouched == [None, None]
+    assert first != second
+    assert_idle(branch)
+
+
 async def test_normal_return_emits_run_end_and_returns_unchanged() -> None:
     branch, rec, _ = observed_branch()
     sentinel = object()
