@@ -1113,6 +1113,18 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         "options",
         "state",
     )
+    # set once the turn began (or, for a stream inside a turn, found its scope); None until then
+    _turn: _Turn | None
+    _scope: TurnScope | None  # the nested scope, for a stream inside a turn
+    _items: AsyncIterator[T] | None  # the body, started at the first item's step
+    _loop: object  # the native event loop (lionagi._compat.current_loop's)
+    _closed: anyio.Event | None  # set when the turn ended, for aclose() calls that wait for it
+    # what every quick step of an ungrouped turn needs: its context, and the one step record
+    # and binding they all share
+    _quick: tuple[TurnExecutionContext, StepGroup, _ActiveTurnBinding] | None
+    # current_task for the turn's loop, built at the second item (the first one runs in the
+    # task that began the turn)
+    _task: Callable[[], object] | None
 
     def __init__(
         self,
@@ -1126,25 +1138,16 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         self.model = model
         self.invoke = invoke
         self.options = options
+        # not joinable, not closed, no close asked for (joinable and closed: the
+        # StreamConsumer record, see there)
+        self.joinable = self.closed = self._close_requested = False
         self.state = _NOT_STARTED
-        # the StreamConsumer record (see there)
         self.task = _no_task
-        self.joinable = False
-        self.closed = False
         self.interrupt = Interrupt() if guarded and not options.get("nests", True) else None
-        self._turn: _Turn | None = None
-        self._scope: TurnScope | None = None  # the nested scope, for a stream inside a turn
         self._entry = _TOP_LEVEL
-        self._items: AsyncIterator[T] | None = None
-        self._loop: object = None  # the native event loop (lionagi._compat.current_loop's)
-        # current_task for this loop, built at the second item (the first one runs in the task
-        # that began the turn)
-        self._task: Callable[[], object] | None = None
-        self._close_requested = False
-        self._closed: anyio.Event | None = None
-        # what every quick step of an ungrouped turn needs: its context, and the one step
-        # record and binding they all share
-        self._quick: tuple[TurnExecutionContext, StepGroup, _ActiveTurnBinding] | None = None
+        # nothing yet (see the declarations above)
+        self._turn = self._loop = self._quick = self._task = None
+        self._scope = self._items = self._closed = None
 
     # -- iteration ------------------------------------------------------------------------
     async def next(self) -> T:
