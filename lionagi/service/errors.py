@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, InitVar, dataclass
+
 from lionagi.errors import LionError
 
 __all__ = [
@@ -18,43 +20,36 @@ __all__ = [
 ]
 
 
+@dataclass(eq=False, repr=False)  # compared, hashed and shown as exceptions are
 class ProviderError(LionError):
-    """A model provider failed. ``provider``, ``model`` and ``status`` say where and how."""
+    """A model provider failed. ``provider``, ``model`` and ``status`` say where and how.
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        provider: str,
-        model: str | None = None,
-        status: int | None = None,
-    ) -> None:
-        where = provider if model is None else f"{provider}/{model}"
-        code = "" if status is None else f" (status {status})"
+    Raised as ``ProviderError(message, provider=..., model=..., status=...)``; the text of the
+    error names all three. A subclass declares only the fields it adds or the defaults it
+    changes (as :class:`RateLimitError` does)."""
+
+    message: InitVar[str]
+    _: KW_ONLY
+    provider: str
+    model: str | None = None
+    status: int | None = None
+
+    def __post_init__(self, message: str) -> None:
+        where = self.provider if self.model is None else f"{self.provider}/{self.model}"
+        code = "" if self.status is None else f" (status {self.status})"
         super().__init__(f"{where}{code}: {message}")
-        self.provider = provider
-        self.model = model
-        self.status = status
 
 
 class AuthenticationError(ProviderError):
     """The provider rejected the credentials (HTTP 401/403). Check the API key."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RateLimitError(ProviderError):
     """The provider is rate limiting (HTTP 429). ``retry_after`` is in seconds when known."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        provider: str,
-        model: str | None = None,
-        status: int | None = 429,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(message, provider=provider, model=model, status=status)
-        self.retry_after = retry_after
+    status: int | None = 429
+    retry_after: float | None = None
 
 
 class BadRequestError(ProviderError):
