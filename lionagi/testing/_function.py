@@ -142,8 +142,9 @@ class FunctionModel(OfflineModel):
     ``stream(messages, **options)``, a sync or async generator of text chunks, powers
     ``stream()``; without it a stream yields the ``fn`` reply as one ``TextDelta`` (or
     ``ToolCallDelta``s) and the ``FinalChunk``. ``timeout``, ``concurrency_limit`` and request
-    defaults work as on any :class:`iModel`. Every request is appended to ``calls``.
-    ``copy()`` shares the functions and starts with empty ``calls``.
+    defaults work as on any :class:`iModel`. ``name`` and ``model`` default to the provider's
+    name, ``"function"``. Every request is appended to ``calls``. ``copy()`` shares the
+    functions and starts with empty ``calls``.
 
     >>> import anyio
     >>> from lionagi.protocols.messages import Instruction
@@ -163,8 +164,8 @@ class FunctionModel(OfflineModel):
         fn: ModelFunction,
         *,
         stream: StreamFunction | None = None,
-        name: str = "function",
-        model: str = "function",
+        name: str = FunctionProvider.name,
+        model: str = FunctionProvider.name,
         timeout: float | None = DEFAULT_TIMEOUT,
         concurrency_limit: int | None = None,
         **request_defaults: Any,
