@@ -27,6 +27,7 @@ from time import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lionagi.protocols.messages import RecordedCopy
+from lionagi.service.retry import call_with_retry
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnExecutionContext
@@ -154,9 +155,9 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
     retry), traced when a tracer is installed and logged when made in a turn.
 
     The untraced path is the cost of every model call: no closure, one ContextVar read, and
-    in a turn one entry appended to the Branch's logs. Without a retry policy the attempt is
-    awaited from here, not through ``iModel._retried`` (which would only await it): the hook
-    adds no coroutine frame to the call.
+    in a turn one entry appended to the Branch's logs. The attempt (no retry policy) or the
+    retry loop is awaited from here, not through ``iModel._retried``: the hook adds no
+    coroutine frame to the call.
     """
     binding = active_turn.get()
     if binding is None or (logs := (context := binding.scope.context).logs) is None:
@@ -168,10 +169,20 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
         if tracer is not None:
             send = partial(model._retried, on_retry=on_retry)
             response = await tracer.model_call(model, request, send)
-        elif model.retry is None:
+        elif (retry := model.retry) is None:
             response = await model._attempt(request)
-        else:
-            response = await model._retried(request, on_retry)
+        else:  # iModel._retried's loop, awaited from this frame (no frame of its own)
+            response, attempts = await call_with_retry(
+                retry,
+                lambda: model._attempt(request),
+                idempotent=model.provider.idempotent,
+                clock=model.clock,
+                on_retry=on_retry,
+                provider=model.provider_name,
+                model=model.model,
+            )
+            if attempts > 1:
+                response = response.model_copy(update={"attempts": attempts})
     except BaseException as exc:
         turn = context.turn_number
         logs.record_api_call(
@@ -193,24 +204,37 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
     else:
         count = len(messages)
         last = messages[-1] if messages else None
-    schema, options, session = request.response_format, request.options, request.session_id
-    slots = logs._slots
-    slots += (
-        started,
-        time(),
-        binding.branch_id,
-        context.turn_number,
-        model.provider.name,
-        request.model,
-        count,
-        last,
-        request.tools,
-        None
-        if schema is None and not options and session is None
-        else (None if schema is None else schema.get("title"), options or None, session),
-        response,
+    logs._slots.extend(
+        (
+            started,
+            time(),
+            binding.branch_id,
+            context.turn_number,
+            model.provider.name,
+            request.model,
+            count,
+            last,
+            request.tools,
+            None  # the common request's settings: none (read from the request, no locals)
+            if request.response_format is None
+            and not request.options
+            and request.session_id is None
+            else _settings(request),
+            response,
+        )
     )
     return response
+
+
+def _settings(request: ModelRequest) -> tuple[str | None, Mapping[str, Any] | None, str | None]:
+    """A request's rarely-set settings as its log record keeps them (see
+    ``LogManager.record_api_call``): the schema's title, the options, the session."""
+    schema = request.response_format
+    return (
+        None if schema is None else schema.get("title"),
+        request.options or None,
+        request.session_id,
+    )
 
 
 def stream(

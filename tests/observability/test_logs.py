@@ -17,6 +17,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from benchmarks.memory import kept_objects
 from lionagi.errors import ConfigurationError, MissingDependencyError
 from lionagi.protocols.messages import ActionResponse, Message, Reasoning, ToolCall, Usage
+from lionagi.service.errors import RateLimitError
 from lionagi.service.imodel import iModel
 from lionagi.service.types import ModelResponse
 from lionagi.session.branch import Branch
@@ -460,3 +461,20 @@ def test_a_bounded_log_keeps_the_newest_records_in_order_as_capacity_changes() -
             assert [key(log) for log in logs[1:]] == list(expected)[1:]
     with pytest.raises(ConfigurationError, match="capacity"):
         logs.capacity = 0
+
+
+async def test_a_retried_model_call_in_a_turn_is_one_record_with_its_attempts() -> None:
+    failures = [RateLimitError("slow down", provider="function", retry_after=0.0)]
+
+    def fn(messages: Sequence[Message], **options: Any) -> str:
+        if failures:
+            raise failures.pop()
+        return "ok"
+
+    branch = Branch(chat_model=FunctionModel(fn))
+    assert await branch.chat_and_record("hello") == "ok"
+    [log] = branch.logs
+    record = log.to_dict()
+    assert record["response"]["text"] == "ok"
+    assert record["response"]["attempts"] == 2
+    assert record["error"] is None
