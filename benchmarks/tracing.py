@@ -214,19 +214,25 @@ _WITHOUT_HOOKS: tuple[tuple[str, str, str, int], ...] = (
         r"\1",
         1,
     ),
-    # the turn driver's tracer lines: a step's trace and its end (in a step, and in the one-frame
-    # turn of an unobserved Branch), the turn's trace closed at release
+    # the turn driver's tracer lines: a step's trace and its end, the turn's trace closed at
+    # release, a traced turn kept off the one-frame path (which has no tracer lines)
     (
         "lionagi/operations/turn.py",
         r"\n *traced = None if _instrument\.tracer is None else _instrument\.turn_step\(.*\)",
         "",
-        2,
+        1,
     ),
     (
         "lionagi/operations/turn.py",
         r"\n( *)if traced is not None:.*\n\1    _instrument\.turn_step_done\(.*\)",
         "",
-        2,
+        1,
+    ),
+    (
+        "lionagi/operations/turn.py",
+        r"if (options\.get\(\"nests\"\) is False) and _instrument\.tracer is None:.*",
+        r"if \1:",
+        1,
     ),
     (
         "lionagi/operations/turn.py",

@@ -985,7 +985,7 @@ async def run_in_turn(
     entry, nested = _classify(branch)
     if nested is not None:
         return await _run_nested(branch, entry, nested, lambda: invoke(nested))
-    if options.get("nests") is False:
+    if options.get("nests") is False and _instrument.tracer is None:  # traced: general steps
         return await _run_one_frame(branch, model, options, invoke)
     turn = await _Turn.begin(branch, model, options)
     try:
@@ -1011,7 +1011,8 @@ async def _run_one_frame(
     :class:`_Turn`'s begin, one ungrouped step and finish in one frame, with the same
     guarantees (FIFO lock, context and binding, ``start_soon`` refused, nested entries from
     other tasks cancelled and awaited, shielded cleanup, binding reset and lock released on
-    every way out).
+    every way out). Only while no tracer is installed: a traced turn takes the general path,
+    whose step is traced.
 
     Observed, it is the general turn's shape too: ``RunStart`` is sent from the step right
     before the body (its failure or cancellation is the step's), message signals are delivered
@@ -1034,7 +1035,6 @@ async def _run_one_frame(
         step = StepGroup(None, id(context.owner))
         context.step_group = step
         token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
-        traced = None if _instrument.tracer is None else _instrument.turn_step(branch, context)
         value: T | None = None
         error: BaseException | None = None
         try:
@@ -1057,8 +1057,6 @@ async def _run_one_frame(
             _active_turn_var.reset(token)
             step.open = False
             context.step_group = None
-            if traced is not None:
-                _instrument.turn_step_done(traced, error, True)
         if error is not None:
             # the event loop holds a cancellation it delivered (with its traceback, so the
             # turn's frames) until the task next yields

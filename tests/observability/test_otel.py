@@ -416,3 +416,27 @@ async def test_nothing_is_traced_after_uninstrument(traced: Traced) -> None:
     branch = Branch(chat_model=adder(), tools=[add])
     await branch.operate(instruction="x", response_format=Total, actions=True)
     assert traced.spans() == []
+
+
+async def test_tracing_installed_between_turns_is_picked_up_by_the_next_turn() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    branch = Branch(chat_model=FunctionModel(lambda messages, **options: "ok"))
+    try:
+        await branch.chat_and_record("untraced")
+        assert exporter.get_finished_spans() == ()
+        otel.instrument(provider)
+        await branch.chat_and_record("traced")
+        turns = [s for s in exporter.get_finished_spans() if s.name.startswith("turn ")]
+        [turn] = turns
+        calls = [s for s in exporter.get_finished_spans() if s.parent is not None]
+        assert [s.parent.span_id for s in calls if s.parent] == [turn.context.span_id]
+        otel.uninstrument()
+        await branch.chat_and_record("untraced again")
+        assert len(exporter.get_finished_spans()) == 2
+    finally:
+        otel.uninstrument()
+        provider.shutdown()
+    assert [log.kind for log in branch.logs] == ["api_call"] * 3
+    assert len({log.turn_id for log in branch.logs}) == 3
