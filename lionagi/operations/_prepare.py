@@ -131,6 +131,18 @@ def instruction_for(
 ) -> Instruction:
     """The Instruction a call asks with: its question, images and ``response_format``, sent
     by the Branch's user."""
+    instruction, sender = params.instruction, branch.user
+    if (
+        type(instruction) is str
+        and params.guidance is None
+        and params.context is None
+        and response_format is None
+        and not params.images
+        and type(sender) in _TEXT
+    ):  # a question in text alone (nearly every call): build_instruction's common case, direct
+        if not instruction.isascii():  # ASCII text cannot hold a lone surrogate
+            check_text(instruction, "instruction", OperationError)
+        return text_instruction(instruction, None, None, sender)
     return build_instruction(
         params.instruction,
         guidance=params.guidance,

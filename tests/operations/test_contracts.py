@@ -313,6 +313,66 @@ async def test_caller_text_beyond_ascii_is_sent_unchanged() -> None:
     )
 
 
+@pytest.mark.parametrize("operation", ["run", "chat"])
+def test_a_question_in_text_alone_is_built_without_the_general_builder(
+    monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    """The common question (text, no guidance, context, images or format) is made straight into
+    its Instruction, the general builder left out; the message is the one it builds, sent by
+    the Branch's user, and its text is still checked for a lone surrogate."""
+    from lionagi.operations import _prepare
+
+    branch = Branch(chat_model=TestModel(["a"]), user="ann")
+    expected = _prepare.build_instruction("héllo", sender="ann")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the general builder ran")
+
+    monkeypatch.setattr(_prepare, "build_instruction", refuse)
+    params = ParamsOf[operation]("héllo")
+    built = _prepare.instruction_for(branch, params)
+    assert type(built) is type(expected)
+    assert built.model_dump(exclude={"id", "created_at"}) == expected.model_dump(
+        exclude={"id", "created_at"}
+    )
+    with pytest.raises(OperationError, match="instruction holds a lone surrogate"):
+        _prepare.instruction_for(branch, ParamsOf[operation]("caf\udce9"))
+
+
+def _run_params(instruction: str) -> Any:
+    from lionagi.operations.params import RunParams
+
+    return RunParams(
+        instruction=instruction,
+        guidance=None,
+        context=None,
+        chat_model=None,
+        images=None,
+        max_tool_rounds=8,
+        session_id=None,
+        options={},
+    )
+
+
+def _chat_params(instruction: str) -> Any:
+    from lionagi.operations.params import ChatParams
+
+    return ChatParams(
+        instruction=instruction,
+        guidance=None,
+        context=None,
+        chat_model=None,
+        response_format=None,
+        request_fields=None,
+        images=None,
+        return_ins_res_message=False,
+        options={},
+    )
+
+
+ParamsOf: dict[str, Callable[[str], Any]] = {"run": _run_params, "chat": _chat_params}
+
+
 # -- values stored as given -----------------------------------------------------------------
 def _common_chat_arguments(model: TestModel) -> dict[str, Any]:
     """``Branch.chat``'s locals for ``chat("x", chat_model=model)``, as ``bind`` receives them."""
