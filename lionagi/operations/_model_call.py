@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from lionagi.service.retry import RetryAttempt, RetryHook
     from lionagi.session.branch import Branch
 
-__all__ = ["close_stream", "prepare_call"]
+__all__ = ["checked_call", "close_stream", "prepare_call", "ready_call"]
 
 logger = logging.getLogger("lionagi.turn")
 
@@ -52,8 +52,31 @@ async def prepare_call(
             with guard_wait(scope):  # the providers' waits (a guarded stream body's step)
                 await apply_context_providers(branch, ask, scope)
         messages = request_messages(branch, scope, pending)
+    return checked_call(scope, branch, messages)
+
+
+def ready_call(
+    scope: TurnScope, branch: Branch, pending: Sequence[Message]
+) -> tuple[Sequence[Message], RetryHook | None] | None:
+    """:func:`prepare_call` of a conversation request at once, when it has nothing to wait for
+    (no message signal to deliver, no context providers): what it returns, or ``None`` when
+    the call must await :func:`prepare_call`. Raises as it does. Saves a stream's start the
+    coroutine of a preparation that would not have suspended."""
+    context = scope.context
+    if context.delivering or context.pending_signals or branch.context_providers is not None:
+        return None
+    if context.control is not None:
+        check_control(scope)
+    return checked_call(scope, branch, request_messages(branch, scope, pending))
+
+
+def checked_call(
+    scope: TurnScope, branch: Branch, messages: Sequence[Message]
+) -> tuple[Sequence[Message], RetryHook | None]:
+    """``messages`` and the call's retry hook, once the usage limits allow the call."""
     limits = branch.usage_limits
     if limits is not None:
+        context = scope.context
         limits.check_before_request(context.usage, context.model_attempts)
     return messages, _retry_hook(branch, scope)
 

@@ -24,13 +24,14 @@ from lionagi._ids import uuid_of
 from lionagi.protocols.messages import Usage
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from pydantic import BaseModel
 
     from lionagi.operations.turn import StepGroup, StreamConsumer
     from lionagi.protocols.context_providers import ProviderReport
     from lionagi.protocols.messages import Instruction, Message
     from lionagi.service.imodel import iModel
-    from lionagi.service.retry import RetryHook
     from lionagi.service.types import ModelResponse, StreamChunk
     from lionagi.session.branch import Branch
     from lionagi.session.control import LoopControl
@@ -241,7 +242,7 @@ class TurnScope:
         as :class:`~lionagi.session.signal.ModelRetry` to observers that want them.
         Checkpoints; cancelled, nothing of the call is recorded or counted.
         """
-        request, on_retry = await _prepare_call()(self, branch, ask, pending, messages)
+        request, on_retry = await _model_calls().prepare_call(self, branch, ask, pending, messages)
         response = await model.invoke(
             request,
             tools=tools,
@@ -267,7 +268,11 @@ class TurnScope:
         """:meth:`call_model` for a streamed conversation request: the model's chunk stream,
         opened after the control point and the usage check. The caller counts its usage with
         ``scope.context.record_usage`` once the stream is over, and closes it. Checkpoints."""
-        request, on_retry = await _prepare_call()(self, branch, ask, pending, None)
+        calls = _model_calls()
+        ready = calls.ready_call(self, branch, pending)
+        request, on_retry = (
+            await calls.prepare_call(self, branch, ask, pending, None) if ready is None else ready
+        )
         asked = {"tools": tools, "response_format": response_format, "session_id": session_id}
         if options:
             asked.update(options)
@@ -294,10 +299,11 @@ def _scope_of(context: TurnExecutionContext, owns_lifecycle: bool) -> TurnScope:
 
 
 @functools.cache
-def _prepare_call() -> Callable[..., Awaitable[tuple[Sequence[Message], RetryHook | None]]]:
-    """:func:`lionagi.operations._model_call.prepare_call`, imported on first use (its module
-    imports this one). An import statement in the call would cost every model call about as
-    much as building its request."""
-    from lionagi.operations._model_call import prepare_call
+def _model_calls() -> ModuleType:
+    """:mod:`lionagi.operations._model_call` (:func:`~lionagi.operations._model_call.prepare_call`
+    and the rest of a model call's preparation), imported on first use (it imports this
+    module). An import statement in the call would cost every model call about as much as
+    building its request."""
+    from lionagi.operations import _model_call
 
-    return prepare_call
+    return _model_call

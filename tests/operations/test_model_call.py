@@ -83,3 +83,40 @@ async def test_every_model_call_goes_through_the_turn_scope(
     await CALLS[op](Branch(chat_model=FunctionModel(reply), tools=[add]))
     assert sent  # the operation called the model
     assert len(through_scope) == len(sent)
+
+
+@pytest.mark.parametrize("providers", [False, True], ids=["no-providers", "providers"])
+async def test_a_stream_request_with_nothing_to_wait_for_is_prepared_at_once(
+    providers: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streamed request with no message signal to deliver and no context providers is
+    prepared without the preparation's coroutine (it would not suspend); with providers it is
+    awaited, and they reach the request. Either way the request is the history plus the
+    instruction."""
+    from lionagi.operations import _model_call
+
+    awaited: list[str] = []
+    prepare_call = _model_call.prepare_call
+
+    async def counted(*args: Any) -> Any:
+        awaited.append("prepare_call")
+        return await prepare_call(*args)
+
+    monkeypatch.setattr(_model_call, "prepare_call", counted)
+    sent: list[list[str]] = []
+
+    def reply(messages: Sequence[Message], **options: Any) -> str:
+        sent.append([type(m).__name__ for m in messages])
+        return "ok"
+
+    branch = Branch(system="sys", chat_model=FunctionModel(reply))
+    if providers:
+
+        async def note(branch: Any, instruction: Any) -> str:
+            return "a note"
+
+        branch.providers.register(note)
+    await _drain(branch.stream("x"))
+    assert awaited == (["prepare_call"] if providers else [])
+    assert sent == [["System", "Instruction"]]
+    assert (branch.last_context_report is not None) is providers
