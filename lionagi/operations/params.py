@@ -654,27 +654,25 @@ def _given_function(
     positional = [p.name for p in declared if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
     if not checks.keys() >= set(positional):
         return _never_given  # a positional parameter that is no field
-    defaults: list[tuple[str, Any]] = []
+    empty = inspect.Parameter.empty
     for name, (types, keeps) in checks.items():
         default = by_name[name].default
-        if default is inspect.Parameter.empty:
-            continue  # required: given, or the call takes the declared way
-        if type(default) not in types and not keeps(default):
-            return _never_given
-        defaults.append((name, default))
-    required = [name for name in checks if by_name[name].default is inspect.Parameter.empty]
-    # for k positional arguments given: the checks of those, the defaults of the fields they
-    # do not fill, and the required fields that must then come as keywords
+        if default is not empty and type(default) not in types and not keeps(default):
+            return _never_given  # a default the validator would change
+    place = {name: index for index, name in enumerate(positional)}
+    # for k positional arguments given: the (name, default) of each field they do not fill
+    # that has a default, and the required ones that must then come as keywords
+    defaults: list[tuple[tuple[str, Any], ...]] = []
+    required: list[frozenset[str]] = []
+    for count in range(len(positional) + 1):
+        rest = [name for name in checks if place.get(name, count) >= count]
+        defaults.append(
+            tuple(
+                (name, by_name[name].default) for name in rest if by_name[name].default is not empty
+            )
+        )
+        required.append(frozenset(name for name in rest if by_name[name].default is empty))
     positional_checks = tuple((name, *checks[name]) for name in positional)
-    rest = tuple(
-        tuple((name, value) for name, value in defaults if name not in positional[:count])
-        for count in range(len(positional) + 1)
-    )
-    required_keywords = tuple(
-        tuple(name for name in required if name not in positional[:count])
-        for count in range(len(positional) + 1)
-    )
-    index = {name: place for place, name in enumerate(positional)}
     special = frozenset(by_name) - checks.keys() | {"self"}  # aliases, instruct=
     most = len(positional)
     builder = _builder(cls)
@@ -683,15 +681,24 @@ def _given_function(
         count = len(args)
         if count > most:
             return None
-        for name in required_keywords[count]:
-            if name not in kwargs:
-                return None
+        needed = required[count]
+        if needed and not kwargs.keys() >= needed:
+            return None  # a required field not given: the signature's TypeError
         params: Any = _new(builder)
-        for (name, types, keeps), value in zip(positional_checks, args, strict=False):
+        if count:  # (nearly always one positional argument, the instruction: no loop for it)
+            value = args[0]
+            name, types, keeps = positional_checks[0]
             if type(value) not in types and not keeps(value):
                 return None
             setattr(params, name, value)
-        for name, value in rest[count]:
+            if count > 1:
+                for value, (name, types, keeps) in zip(
+                    args[1:], positional_checks[1:], strict=False
+                ):
+                    if type(value) not in types and not keeps(value):
+                        return None
+                    setattr(params, name, value)
+        for name, value in defaults[count]:
             setattr(params, name, value)
         options: dict[str, Any] | None = None
         if kwargs:
@@ -704,7 +711,7 @@ def _given_function(
                         options = {}
                     options[name] = value  # the signature's **options
                     continue
-                if index.get(name, most) < count:
+                if place.get(name, most) < count:
                     return None  # given twice: the signature's TypeError
                 types, keeps = check
                 if type(value) not in types and not keeps(value):
