@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from lionagi.protocols.messages import Instruction, Message
     from lionagi.service.retry import RetryAttempt, RetryHook
     from lionagi.session.branch import Branch
+    from lionagi.session.observer import Observer
 
 __all__ = ["checked_call", "close_stream", "prepare_call", "ready_call"]
 
@@ -78,13 +79,13 @@ def checked_call(
     if limits is not None:
         context = scope.context
         limits.check_before_request(context.usage, context.model_attempts)
-    return messages, _retry_hook(branch, scope)
+    observer = branch.observer  # nobody to tell (nearly always): no hook
+    return messages, None if observer is None else _retry_hook(branch, scope, observer)
 
 
-def _retry_hook(branch: Branch, scope: TurnScope) -> RetryHook | None:
+def _retry_hook(branch: Branch, scope: TurnScope, observer: Observer) -> RetryHook | None:
     """A hook that emits :class:`ModelRetry` for the turn, or ``None`` if nobody listens."""
-    observer = branch.observer
-    if observer is None or not observer.wants(ModelRetry):
+    if not observer.wants(ModelRetry):
         return None
     branch_id, turn_id = branch.id, scope.turn_id
 

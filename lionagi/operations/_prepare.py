@@ -15,7 +15,7 @@ from pydantic import BaseModel, JsonValue
 from lionagi.errors import ConfigurationError, OperationError
 from lionagi.operations.fields import request_fields_model
 from lionagi.protocols.context_providers import ProviderReport
-from lionagi.protocols.messages import Instruction, Message, text_instruction
+from lionagi.protocols.messages import Instruction, Message, RecordedCopy, text_instruction
 from lionagi.service._text import check_text, clean_json
 from lionagi.service.imodel import iModel
 
@@ -217,4 +217,4 @@ def request_messages(
     if blocks and (system := history.system) is not None:
         extra = "\n\n".join(blocks)
         first = system.model_copy(update={"content": f"{system.content}\n\n{extra}"})
-    return history.request_copy(first, pending)
+    return RecordedCopy(history, first, pending)  # history.request_copy's, one call less

@@ -182,7 +182,8 @@ class OperationParams(PydanticDataclassMethods):
     @property
     def request_options(self) -> dict[str, Any]:
         """The options as request-body keys: the common names, then ``extra_body`` merged."""
-        return request_options(self.options)
+        options = self.options
+        return request_options(options) if options else {}  # none (nearly always): no call
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, config=_STRICT)
