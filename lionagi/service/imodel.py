@@ -20,7 +20,7 @@ from pydantic import BaseModel, SecretStr
 from lionagi import _instrument
 from lionagi._compat import timeout_scope
 from lionagi._declared import declared_as
-from lionagi._interrupt import GuardedClock, Interrupt, _Interrupted, guard, guarded_hook
+from lionagi._interrupt import Interrupt, _Interrupted, guard
 from lionagi._loopbound import LoopBound
 from lionagi.errors import ConfigurationError
 from lionagi.protocols.messages import Message
@@ -424,19 +424,15 @@ class iModel:
         of each attempt (:meth:`_open_stream`)."""
         if self.retry is None:
             return await self._open_stream(request, limiter, interrupt), 1
-        clock = self.clock
-        if interrupt is not None:
-            clock = GuardedClock(clock, interrupt)
-            if on_retry is not None:
-                on_retry = guarded_hook(on_retry, interrupt)
         return await call_with_retry(
             self.retry,
             lambda: self._open_stream(request, limiter, interrupt),
             idempotent=self.provider.idempotent,
-            clock=clock,
+            clock=self.clock,
             on_retry=on_retry,
             provider=self.provider_name,
             model=self.model,
+            guarded_by=interrupt,
         )
 
     async def _open_stream(

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lionagi._interrupt import GuardedClock, Interrupt, guarded_hook
 from lionagi.errors import ConfigurationError
 from lionagi.service.clock import ANYIO_CLOCK, Clock
 from lionagi.service.errors import (
@@ -185,12 +186,15 @@ async def call_with_retry(
     on_retry: RetryHook | None = None,
     provider: str | None = None,
     model: str | None = None,
+    guarded_by: Interrupt | None = None,
 ) -> tuple[T, int]:
     """Run ``attempt()`` until it succeeds, fails for good, or ``policy.attempts`` are used.
 
     Returns the result and how many attempts it took. The last failure is raised unchanged.
     ``on_retry`` is called (and awaited, if it returns an awaitable) before each backoff wait;
-    its own exceptions are logged, never raised.
+    its own exceptions are logged, never raised. With ``guarded_by`` (a stream turn's
+    interrupt) the backoff waits and ``on_retry`` are guarded waits of it (wrapped once a
+    retry is needed: a call that succeeds at once pays nothing for it).
 
     Concurrency: checkpoints wherever ``attempt`` does and in each wait. Cancel-safe: a
     cancellation inside an attempt or a wait propagates at once and nothing is retried.
@@ -203,6 +207,10 @@ async def call_with_retry(
     except Exception as error:
         if policy.attempts == 1 or not policy.retryable(error, idempotent=idempotent):
             raise
+        if guarded_by is not None:
+            clock = GuardedClock(clock, guarded_by)
+            if on_retry is not None:
+                on_retry = guarded_hook(on_retry, guarded_by)
         first_wait = policy.backoff(1, error)
         await _notify(on_retry, RetryAttempt(1, error, first_wait, provider, model))
     await clock.sleep(first_wait)

@@ -329,3 +329,50 @@ def test_retry_argument_is_checked_and_round_trips() -> None:
     assert (again.limit_requests, again.interval) == (10, 1.0)
     assert iModel.from_dict(iModel("openai", "m", api_key=KEY, retry=None).to_dict()).retry is None
     assert model.copy().retry == policy
+
+
+@pytest.mark.parametrize("fails", [0, 1], ids=["first-attempt", "after-a-retry"])
+async def test_a_guarded_retry_wraps_its_clock_and_hook_only_once_it_retries(
+    fails: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``call_with_retry(guarded_by=interrupt)`` (a stream turn's): a call that succeeds at once
+    makes no guarded clock or hook; once it retries, its backoff wait and its retry hook run as
+    guarded waits of the interrupt."""
+    from lionagi import _interrupt
+    from lionagi.service import retry as retry_module
+    from lionagi.service.retry import call_with_retry
+
+    made: list[str] = []
+    guarded_clock, guarded_hook = _interrupt.GuardedClock, _interrupt.guarded_hook
+
+    def counted_clock(*args: Any) -> Any:
+        made.append("clock")
+        return guarded_clock(*args)
+
+    def counted_hook(*args: Any) -> Any:
+        made.append("hook")
+        return guarded_hook(*args)
+
+    monkeypatch.setattr(retry_module, "GuardedClock", counted_clock)
+    monkeypatch.setattr(retry_module, "guarded_hook", counted_hook)
+    interrupt = _interrupt.Interrupt()
+    clock = VirtualClock()
+    left = [fails]
+    told: list[int] = []
+
+    async def attempt() -> str:
+        if left[0]:
+            left[0] -= 1
+            raise ServerError("busy", provider="test", status=503)
+        return "ok"
+
+    result = await call_with_retry(
+        RetryPolicy(attempts=3, jitter=0.0),
+        attempt,
+        clock=clock,
+        on_retry=lambda record: told.append(record.attempt),
+        guarded_by=interrupt,
+    )
+    assert result == ("ok", fails + 1)
+    assert made == (["clock", "hook"] if fails else [])
+    assert told == list(range(1, fails + 1))
