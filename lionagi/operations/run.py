@@ -34,7 +34,13 @@ from lionagi.operations.events import (
     ToolStarted,
     text_delta,
 )
-from lionagi.operations.turn import TurnStream, control_point, guard_wait, stream_in_turn
+from lionagi.operations.turn import (
+    TurnOptions,
+    TurnStream,
+    control_point,
+    guard_wait,
+    guarded_stream,
+)
 from lionagi.protocols.messages import (
     ActionRequest,
     ActionResponse,
@@ -104,14 +110,13 @@ def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[Any]
     ``Any`` so that each returns it as its own item type: a ``cast(TurnStream[...], ...)``
     would build the subscripted generic at every call (a few microseconds)."""
     body = _RunTurn(branch, instruction_for(branch, params), params, operation == "stream")
-    return stream_in_turn(
-        branch,
-        model=params.chat_model,
-        invoke=body.items,
-        operation=operation,
-        nests=False,
-        guarded=True,
-    )
+    return guarded_stream(branch, params.chat_model, body.items, _OPTIONS[operation])
+
+
+# the turn options of each operation (guarded_stream's: one mapping for every call)
+_OPTIONS: dict[str, TurnOptions] = {
+    name: TurnOptions(operation=name, nests=False) for name in ("run", "stream")
+}
 
 
 @dataclass(slots=True, eq=False)

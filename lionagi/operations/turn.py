@@ -1280,16 +1280,22 @@ class _StreamDriver(StreamConsumer, Generic[T]):
                 return cast("T", None), exc
         raise AssertionError("unreachable: the scope's own cancellation is caught inside it")
 
-    async def _first_item(self) -> T:
-        """The body of an ungrouped turn's first step: ``RunStart`` (when the observer the
-        turn started with wants it), then the body's first item. An unguarded body runs it in
-        the step's cancel scope; a guarded body's RunStart handlers make guarded waits."""
+    def _first_item(self) -> Awaitable[T]:
+        """The body of an ungrouped turn's first step, to await at once: ``RunStart`` (when
+        the observer the turn started with wants it), then the body's first item. An unguarded
+        body runs it in the step's cancel scope; a guarded body's RunStart handlers make
+        guarded waits. Without RunStart to send, it is the body's own first step: no coroutine
+        of its own between the consumer and the body."""
         turn = self._turn
         assert turn is not None
         observer = turn.observer
         if observer is not None and observer.wants(RunStart):
-            with guard(self.interrupt):
-                await turn._emit_start()
+            return self._first_item_after_start(turn)
+        return anext(self._open_items(turn))
+
+    async def _first_item_after_start(self, turn: _Turn) -> T:
+        with guard(self.interrupt):
+            await turn._emit_start()
         return await anext(self._open_items(turn))
 
     def _open_items(self, turn: _Turn) -> AsyncIterator[T]:
@@ -1506,6 +1512,19 @@ class TurnStream(Generic[T]):
             self._driver.abandon()
         except Exception:  # never raise from a finalizer
             logger.exception("finalizing an abandoned stream turn failed")
+
+
+def guarded_stream(
+    branch: Branch,
+    model: iModel | None,
+    invoke: Callable[[TurnScope], AsyncIterator[T]],
+    options: TurnOptions,
+) -> TurnStream[T]:
+    """``stream_in_turn(branch, model=model, invoke=invoke, guarded=True, **options)`` for
+    the library's own guarded stream bodies, whose ``options`` are one checked mapping (with
+    ``nests=False``) kept for every call and never changed: no keyword dict and no check of it
+    per stream."""
+    return TurnStream(_StreamDriver(branch, model, invoke, options, True))
 
 
 def stream_in_turn(
