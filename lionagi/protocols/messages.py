@@ -354,6 +354,17 @@ del _class
 _clock = time.time
 
 
+def _stamped(builder: type, kind: str) -> Any:
+    """An unfilled message of a trusted builder's class holding what every message gets when
+    it is made: a fresh id (the slot keeps the number), the creation time and its kind. Any:
+    the caller sets the rest of a frozen class's fields, then gives it its class."""
+    message: Any = _new(builder)
+    message.id = new_id_int()
+    message.created_at = _clock()
+    message.kind = kind
+    return message
+
+
 # The classes the trusted builders below fill a message through (see filling_class), with the
 # id's own slot: the number is stored, no UUID conversion.
 _InstructionBuilder = filling_class(Instruction, id=_ID_SLOT)
@@ -370,10 +381,7 @@ def text_instruction(
     validation would return each unchanged, so it is not run (it cost about as much as the
     rest of starting a turn). Anything else (containers, schemas, images) goes through
     ``Instruction(...)``."""
-    message: Any = _new(_InstructionBuilder)  # Any: a frozen class's fields are set
-    message.id = new_id_int()  # the slot keeps the number
-    message.created_at = _clock()
-    message.kind = "instruction"
+    message = _stamped(_InstructionBuilder, "instruction")
     message.instruction = instruction
     message.guidance = guidance
     message.context = context
@@ -404,10 +412,7 @@ def reply_message(
     payload, which the message shares with the response instead (neither changes it). Values
     from anywhere else go through ``AssistantResponse(...)``, which validates them.
     """
-    message: Any = _new(_AssistantResponseBuilder)  # Any: a frozen class's fields are set
-    message.id = new_id_int()  # the slot keeps the number
-    message.created_at = _clock()
-    message.kind = "assistant"
+    message = _stamped(_AssistantResponseBuilder, "assistant")
     message.content = content
     message.model = model
     message.usage = usage
