@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from functools import partial
 from time import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
     from lionagi.service.types import ModelRequest, ModelResponse, StreamChunk
     from lionagi.session.branch import Branch
     from lionagi.session.flow import _Flow
-    from lionagi.session.logs import LogManager
 
 __all__ = [
     "FlowTrace",
@@ -246,30 +244,24 @@ def stream(
     return chunks if active is None else active.model_stream(model, request, chunks)
 
 
-@dataclass(slots=True, eq=False)
-class StreamLog:
+class StreamLog(tuple[Any, ...]):
     """The log record of one streamed model call made in a turn, written by ``iModel`` when
     the stream ends (no iterator of its own around the chunks: a stream is logged at no cost
-    per chunk). ``started`` is when it was made: the call's start."""
+    per chunk): the model, the request, the turn's logs, the Branch id, the turn's number and
+    ``started``, when it was made (the call's start). A tuple: made in one call, without a
+    Python frame, at every stream's opening."""
 
-    model: iModel
-    request: ModelRequest
-    logs: LogManager
-    branch_id: Any
-    turn: int
-    started: float = field(default_factory=time)
+    __slots__ = ()
 
     def done(self, response: ModelResponse | None, error: BaseException | None) -> None:
         """The stream ended: with ``response`` (its final chunk's), or failed with ``error``."""
-        self.logs.record_api_call(
-            self.model.provider.name,
-            self.request,
-            response,
-            error,
-            self.branch_id,
-            self.turn,
-            self.started,
+        model, request, logs, branch_id, turn, started = self
+        logs.record_api_call(
+            model.provider.name, request, response, error, branch_id, turn, started
         )
+
+
+_new_record = tuple.__new__
 
 
 def stream_log(model: iModel, request: ModelRequest) -> StreamLog | None:
@@ -281,7 +273,9 @@ def stream_log(model: iModel, request: ModelRequest) -> StreamLog | None:
     logs = context.logs
     if logs is None:
         return None
-    return StreamLog(model, request, logs, binding.branch_id, context.turn_number)
+    return _new_record(  # a StreamLog
+        StreamLog, (model, request, logs, binding.branch_id, context.turn_number, time())
+    )
 
 
 # -- tool calls ---------------------------------------------------------------------------------

@@ -273,7 +273,14 @@ class TurnScope:
         request, on_retry = (
             await calls.prepare_call(self, branch, ask, pending, None) if ready is None else ready
         )
-        asked = {"tools": tools, "response_format": response_format, "session_id": session_id}
+        # only what differs from iModel.request's defaults: the common request passes none
+        asked: dict[str, Any] = {}
+        if tools:
+            asked["tools"] = tools
+        if response_format is not None:
+            asked["response_format"] = response_format
+        if session_id is not None:
+            asked["session_id"] = session_id
         if options:
             asked.update(options)
         # a stream turn's item waits for the model at the cancel scopes the model stream has:
