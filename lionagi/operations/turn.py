@@ -1244,13 +1244,16 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         its quick steps."""
         self._loop = loop
         branch = self.branch
-        self._turn = begun = _Turn.holding(branch, self.model, self.options, lock, task)
-        begun.context.consumer = self
+        options = self.options
+        # _Turn.holding's two steps, in this frame
+        context = _open_context(branch, self.model, options, lock, task)
+        self._turn = begun = _Turn(branch, context, lock, options.get("nests", True))
+        context.consumer = self
         if begun.grouped:
             return _NOT_STARTED
         # the task id is set by each step (the consumer's task may change)
         step = StepGroup(None, 0, self.interrupt)
-        self._quick = (begun.context, step, _ActiveTurnBinding(branch.id, begun.scope, step))
+        self._quick = (context, step, _ActiveTurnBinding(branch.id, begun.scope, step))
         if _instrument.tracer is not None:
             return _NOT_STARTED
         self.state = _BETWEEN_STEPS
