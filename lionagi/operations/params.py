@@ -631,51 +631,123 @@ def bound_parameters(
     return decorate
 
 
+_Check: TypeAlias = tuple[frozenset[type], Callable[[object], bool]]
+
+
+def _kept(value: object, types: frozenset[type], keeps: Callable[[object], bool]) -> bool:
+    """Whether validation would return ``value`` unchanged (the field's checks)."""
+    return type(value) in types or keeps(value)
+
+
+class _CallPlan:
+    """What :func:`_given_function` works out once per parameters class and signature: the
+    checks of each field, which positional place fills which field, and for each number of
+    positional arguments given, the defaults of the fields left and the required ones that
+    must then come as keywords."""
+
+    __slots__ = ("checks", "defaults", "most", "place", "positional_checks", "required", "special")
+
+    def __init__(
+        self,
+        checks: dict[str, _Check],
+        by_name: dict[str, inspect.Parameter],
+        positional: list[str],
+    ) -> None:
+        empty = inspect.Parameter.empty
+        place = {name: index for index, name in enumerate(positional)}
+        defaults: list[tuple[tuple[str, Any], ...]] = []
+        required: list[frozenset[str]] = []
+        for count in range(len(positional) + 1):
+            rest = [name for name in checks if place.get(name, count) >= count]
+            left = [(name, by_name[name].default) for name in rest]
+            defaults.append(tuple((name, value) for name, value in left if value is not empty))
+            required.append(frozenset(name for name, value in left if value is empty))
+        self.checks = checks
+        self.place = place
+        self.defaults = tuple(defaults)
+        self.required = tuple(required)
+        self.positional_checks = tuple((name, *checks[name]) for name in positional)
+        self.special = frozenset(by_name) - checks.keys() | {"self"}  # aliases, instruct=
+        self.most = len(positional)
+
+    @classmethod
+    def of(
+        cls, params: type[OperationParams], parameters: Sequence[inspect.Parameter]
+    ) -> "_CallPlan | None":
+        """The plan for ``params`` bound from a method of ``parameters``, or ``None`` when no
+        call can skip the validator (a validator of the class's own, a field the signature
+        cannot fill, a positional parameter that is no field, a default the validator would
+        change)."""
+        infos = getattr(params, "__pydantic_decorators__", None)
+        if infos is None or any(
+            (
+                infos.validators,
+                infos.field_validators,
+                infos.root_validators,
+                infos.model_validators,
+            )
+        ):
+            return None  # a validator of the class's own must see every call
+        checks: dict[str, _Check] = {}
+        for field in dataclasses.fields(params):
+            if field.name != "options":
+                unchanged = _unchanged(field.type)
+                checks[field.name] = (unchanged.types, unchanged.keeps)
+        declared = parameters[1:]  # after self
+        by_name = {p.name: p for p in declared if p.kind is not inspect.Parameter.VAR_KEYWORD}
+        positional = [p.name for p in declared if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        if not (by_name.keys() >= checks.keys() and checks.keys() >= set(positional)):
+            return None
+        for name, (types, keeps) in checks.items():
+            default = by_name[name].default
+            if default is not inspect.Parameter.empty and not _kept(default, types, keeps):
+                return None
+        return cls(checks, by_name, positional)
+
+    def fill_positional(self, params: Any, args: tuple[Any, ...]) -> bool:
+        """Store the positional arguments after the first; ``False`` if one needs the validator."""
+        for value, (name, types, keeps) in zip(args[1:], self.positional_checks[1:], strict=False):
+            if not _kept(value, types, keeps):
+                return False
+            setattr(params, name, value)
+        return True
+
+    def fill_keywords(
+        self, params: Any, kwargs: dict[str, Any], count: int
+    ) -> dict[str, Any] | Literal[False] | None:
+        """Store the keyword arguments that are fields; the rest are the signature's
+        ``**options`` (returned, ``None`` when there are none). ``False`` when the call needs
+        the declared way: an alias or ``instruct=``, a field given twice, a value the
+        validator would change."""
+        options: dict[str, Any] | None = None
+        for name, value in kwargs.items():
+            check = self.checks.get(name)
+            if check is None:
+                if name in self.special:
+                    return False
+                if options is None:
+                    options = {}
+                options[name] = value
+            elif self.place.get(name, self.most) < count or not _kept(value, *check):
+                return False  # given twice (the signature's TypeError), or to be validated
+            else:
+                setattr(params, name, value)
+        return options
+
+
 def _given_function(
     cls: type[OperationParams], parameters: Sequence[inspect.Parameter], operation: str
 ) -> Given:
     """The function :func:`bound_parameters`' method tries first for ``cls``: ``cls`` holding
     a call's arguments (``args`` after ``self``, ``kwargs``), or ``None`` when the call needs
     the declared way (a value the validator would change, an alias, ``instruct=``, a call the
-    signature refuses). Built from the fields without generating code, as :func:`_as_given`."""
-    infos = getattr(cls, "__pydantic_decorators__", None)
-    if infos is None or any(
-        (infos.validators, infos.field_validators, infos.root_validators, infos.model_validators)
-    ):
-        return _never_given  # a validator of the class's own must see every call
-    checks: dict[str, tuple[frozenset[type], Callable[[object], bool]]] = {}
-    for field in dataclasses.fields(cls):
-        if field.name != "options":
-            unchanged = _unchanged(field.type)
-            checks[field.name] = (unchanged.types, unchanged.keeps)
-    declared = parameters[1:]  # after self
-    by_name = {p.name: p for p in declared if p.kind is not inspect.Parameter.VAR_KEYWORD}
-    if not by_name.keys() >= checks.keys():
-        return _never_given  # a field the signature cannot fill
-    positional = [p.name for p in declared if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
-    if not checks.keys() >= set(positional):
-        return _never_given  # a positional parameter that is no field
-    empty = inspect.Parameter.empty
-    for name, (types, keeps) in checks.items():
-        default = by_name[name].default
-        if default is not empty and type(default) not in types and not keeps(default):
-            return _never_given  # a default the validator would change
-    place = {name: index for index, name in enumerate(positional)}
-    # for k positional arguments given: the (name, default) of each field they do not fill
-    # that has a default, and the required ones that must then come as keywords
-    defaults: list[tuple[tuple[str, Any], ...]] = []
-    required: list[frozenset[str]] = []
-    for count in range(len(positional) + 1):
-        rest = [name for name in checks if place.get(name, count) >= count]
-        defaults.append(
-            tuple(
-                (name, by_name[name].default) for name in rest if by_name[name].default is not empty
-            )
-        )
-        required.append(frozenset(name for name in rest if by_name[name].default is empty))
-    positional_checks = tuple((name, *checks[name]) for name in positional)
-    special = frozenset(by_name) - checks.keys() | {"self"}  # aliases, instruct=
-    most = len(positional)
+    signature refuses). Built from the fields without generating code, as :func:`_as_given`;
+    the first positional argument (nearly always the instruction) is checked inline."""
+    plan = _CallPlan.of(cls, parameters)
+    if plan is None:
+        return _never_given
+    most, required, defaults = plan.most, plan.required, plan.defaults
+    first = plan.positional_checks[0] if plan.positional_checks else None
     builder = _builder(cls)
 
     def given(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -686,38 +758,19 @@ def _given_function(
         if needed and not kwargs.keys() >= needed:
             return None  # a required field not given: the signature's TypeError
         params: Any = _new(builder)
-        if count:  # (nearly always one positional argument, the instruction: no loop for it)
+        if count:
             value = args[0]
-            name, types, keeps = positional_checks[0]
+            name, types, keeps = first  # type: ignore[misc]  # count <= most: there is a first
             if type(value) not in types and not keeps(value):
                 return None
             setattr(params, name, value)
-            if count > 1:
-                for value, (name, types, keeps) in zip(
-                    args[1:], positional_checks[1:], strict=False
-                ):
-                    if type(value) not in types and not keeps(value):
-                        return None
-                    setattr(params, name, value)
+            if count > 1 and not plan.fill_positional(params, args):
+                return None
         for name, value in defaults[count]:
             setattr(params, name, value)
-        options: dict[str, Any] | None = None
-        if kwargs:
-            for name, value in kwargs.items():
-                check = checks.get(name)
-                if check is None:
-                    if name in special:
-                        return None
-                    if options is None:
-                        options = {}
-                    options[name] = value  # the signature's **options
-                    continue
-                if place.get(name, most) < count:
-                    return None  # given twice: the signature's TypeError
-                types, keeps = check
-                if type(value) not in types and not keeps(value):
-                    return None
-                setattr(params, name, value)
+        options = plan.fill_keywords(params, kwargs, count) if kwargs else None
+        if options is False:
+            return None
         params.options = _options(cls, operation, options) if options else {}
         params.__class__ = cls
         return params
