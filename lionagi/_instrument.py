@@ -26,7 +26,6 @@ from time import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lionagi.protocols.messages import RecordedCopy
-from lionagi.service.retry import call_with_retry
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnExecutionContext
@@ -170,15 +169,8 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
         elif (retry := model.retry) is None:
             response = await model._attempt(request)
         else:  # iModel._retried's loop, awaited from this frame (no frame of its own)
-            response, attempts = await call_with_retry(
-                retry,
-                lambda: model._attempt(request),
-                idempotent=model.provider.idempotent,
-                clock=model.clock,
-                on_retry=on_retry,
-                provider=model.provider_name,
-                model=model.model,
-            )
+            attempt = lambda: model._attempt(request)  # noqa: E731
+            response, attempts = await model._retrying(retry, attempt, on_retry)
             if attempts > 1:
                 response = response.model_copy(update={"attempts": attempts})
     except BaseException as exc:

@@ -10,7 +10,15 @@ many attempts it took.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Mapping,
+    Sequence,
+)
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, Never, Self, TypeAlias, TypeVar, overload
 
@@ -316,18 +324,33 @@ class iModel:
     async def _retried(self, request: ModelRequest, on_retry: RetryHook | None) -> ModelResponse:
         if self.retry is None:
             return await self._attempt(request)
-        response, attempts = await call_with_retry(
-            self.retry,
-            lambda: self._attempt(request),
+        response, attempts = await self._retrying(
+            self.retry, lambda: self._attempt(request), on_retry
+        )
+        if attempts > 1:
+            response = response.model_copy(update={"attempts": attempts})
+        return response
+
+    def _retrying(
+        self,
+        retry: RetryPolicy,
+        attempt: Callable[[], Awaitable[_T]],
+        on_retry: RetryHook | None,
+        guarded_by: Interrupt | None = None,
+    ) -> Coroutine[Any, Any, tuple[_T, int]]:
+        """:func:`call_with_retry` of ``attempt`` under ``retry`` with this model's identity,
+        idempotency and clock. It returns the loop's coroutine instead of awaiting it, so
+        each caller awaits the loop from its own frame (no coroutine frame of its own)."""
+        return call_with_retry(
+            retry,
+            attempt,
             idempotent=self.provider.idempotent,
             clock=self.clock,
             on_retry=on_retry,
             provider=self.provider_name,
             model=self.model,
+            guarded_by=guarded_by,
         )
-        if attempts > 1:
-            response = response.model_copy(update={"attempts": attempts})
-        return response
 
     async def _attempt(self, request: ModelRequest) -> ModelResponse:
         """One attempt: a rate-limit place, a concurrency slot, then the timed provider call."""
@@ -424,15 +447,8 @@ class iModel:
         of each attempt (:meth:`_open_stream`)."""
         if self.retry is None:
             return await self._open_stream(request, limiter, interrupt), 1
-        return await call_with_retry(
-            self.retry,
-            lambda: self._open_stream(request, limiter, interrupt),
-            idempotent=self.provider.idempotent,
-            clock=self.clock,
-            on_retry=on_retry,
-            provider=self.provider_name,
-            model=self.model,
-            guarded_by=interrupt,
+        return await self._retrying(
+            self.retry, lambda: self._open_stream(request, limiter, interrupt), on_retry, interrupt
         )
 
     async def _open_stream(
