@@ -3,6 +3,8 @@ cancellation while waiting acquires nothing, and the object follows across event
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 import pytest
 from anyio.lowlevel import checkpoint
@@ -105,11 +107,12 @@ async def test_a_cancelled_caller_does_not_take_a_free_lock() -> None:
     assert not lock.locked()
 
 
-async def test_take_takes_only_what_acquire_would_take_without_waiting() -> None:
-    lock = LazyFifoLock()
-    assert lock.take()  # free: taken at once
+async def _takes_only_a_free_lock(lock: LazyFifoLock, take: Callable[[], bool]) -> None:
+    """``take`` takes ``lock`` when it is free, and neither while it is held nor while it is
+    handed to a waiter; ``lock`` is free again at the end."""
+    assert take()  # free: taken at once
     assert lock.locked()
-    assert not lock.take()  # held: nothing changed
+    assert not take()  # held: nothing changed
     entered = anyio.Event()
 
     async def waiter() -> None:
@@ -121,9 +124,14 @@ async def test_take_takes_only_what_acquire_would_take_without_waiting() -> None
         group.start_soon(waiter)
         await _until_waiting(lock, 1)
         lock.release()  # handed to the waiter
-        assert not lock.take()  # held by the waiter, or its waiting room still there
+        assert not take()  # held by the waiter, or its waiting room still there
         await entered.wait()
     assert not lock.locked()
+
+
+async def test_take_takes_only_what_acquire_would_take_without_waiting() -> None:
+    lock = LazyFifoLock()
+    await _takes_only_a_free_lock(lock, lock.take)
     with anyio.CancelScope() as scope:
         scope.cancel()
         assert not lock.take()  # a cancelled caller takes nothing...
@@ -140,23 +148,7 @@ async def test_take_in_takes_a_free_lock_for_the_loop_it_is_given() -> None:
 
     lock = LazyFifoLock()
     loop = current_loop()
-    assert lock.take_in(loop)  # free: taken at once, for this loop
-    assert lock.locked()
-    assert not lock.take_in(loop)  # held: nothing changed
-    entered = anyio.Event()
-
-    async def waiter() -> None:
-        await lock.acquire()
-        entered.set()
-        lock.release()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(waiter)
-        await _until_waiting(lock, 1)
-        lock.release()  # handed to the waiter
-        assert not lock.take_in(loop)  # held by the waiter, or its waiting room still there
-        await entered.wait()
-    assert not lock.locked()
+    await _takes_only_a_free_lock(lock, lambda: lock.take_in(loop))
     assert lock.take_in(loop)
     lock.release()
     assert not lock.locked()
