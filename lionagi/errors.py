@@ -53,7 +53,7 @@ any of these.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lionagi.session.control import LoopControl
@@ -88,8 +88,24 @@ __all__ = [
 ]
 
 
+def _rebuilt(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """``cls`` with the stored ``args`` and attributes, made without calling its constructor
+    (which takes other arguments than the ``args`` it stores): how the tree unpickles."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+def _reduce(self: BaseException) -> tuple[Any, ...]:
+    return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
 class LionError(Exception):
-    """Base class of every exception raised by lionagi itself."""
+    """Base class of every exception raised by lionagi itself. Every one pickles and copies
+    (across processes, ``copy.copy``) with its message and attributes."""
+
+    __reduce__ = _reduce
 
 
 class ConfigurationError(LionError, ValueError):
@@ -269,6 +285,8 @@ class StopStream(Exception):
         why = reason or (control.reason if control else None)
         super().__init__("stream stopped" + (f": {why}" if why else ""))
         self.control = control
+
+    __reduce__ = _reduce
 
 
 class MissingDependencyError(LionError, ImportError):

@@ -69,3 +69,50 @@ def test_same_class_is_exported_everywhere() -> None:
     assert control.StopStream is errors.StopStream is lionagi.StopStream
     assert context_providers.DuplicateProviderError is errors.DuplicateProviderError
     assert context_providers.ProviderNotFoundError is errors.ProviderNotFoundError
+
+
+def _instances() -> list[BaseException]:
+    """One instance of every exception of the tree, made as the library makes it."""
+    from uuid import uuid4
+
+    from lionagi.session.control import LoopControl, LoopDirective
+
+    control = LoopControl(LoopDirective.BREAK, uuid4(), reason="enough")
+    made: dict[type[BaseException], BaseException] = {
+        errors.UnknownParameterError: errors.UnknownParameterError(
+            "chat() got an unexpected keyword 'x'", operation="chat", name="x"
+        ),
+        errors.ToolArgumentError: errors.ToolArgumentError("add", "a", "must be an integer"),
+        errors.ParseError: errors.ParseError("Answer", "missing field", text="{}"),
+        errors.GraphCycleError: errors.GraphCycleError(["a", "b", "a"]),
+        errors.UsageLimitExceeded: errors.UsageLimitExceeded("request_limit", 1, 1),
+        errors.LoopBreak: errors.LoopBreak(control),
+        errors.StopStream: errors.StopStream(control),
+        service_errors.RateLimitError: service_errors.RateLimitError(
+            "slow down", provider="openai", model="gpt", retry_after=2.0
+        ),
+    }
+    for module in (errors, service_errors):
+        for name in module.__all__:
+            cls = getattr(module, name)
+            if cls in made:
+                continue
+            if issubclass(cls, service_errors.ProviderError):
+                made[cls] = cls("failed", provider="openai", model="gpt", status=500)
+            else:
+                made[cls] = cls("failed")
+    return list(made.values())
+
+
+@pytest.mark.parametrize("error", _instances(), ids=lambda error: type(error).__name__)
+def test_every_error_pickles_and_copies_with_its_message_and_attributes(
+    error: BaseException,
+) -> None:
+    import copy
+    import pickle
+
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+        assert type(again) is type(error)
+        assert again.args == error.args
+        assert str(again) == str(error)
+        assert vars(again) == vars(error)
