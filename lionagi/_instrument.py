@@ -26,6 +26,7 @@ from time import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lionagi.protocols.messages import RecordedCopy
+from lionagi.session.logs import request_settings
 
 if TYPE_CHECKING:
     from lionagi.operations.types import TurnExecutionContext
@@ -209,22 +210,11 @@ async def invoke(model: iModel, request: ModelRequest, on_retry: RetryHook | Non
             if request.response_format is None
             and not request.options
             and request.session_id is None
-            else _settings(request),
+            else request_settings(request),
             response,
         )
     )
     return response
-
-
-def _settings(request: ModelRequest) -> tuple[str | None, Mapping[str, Any] | None, str | None]:
-    """A request's rarely-set settings as its log record keeps them (see
-    ``LogManager.record_api_call``): the schema's title, the options, the session."""
-    schema = request.response_format
-    return (
-        None if schema is None else schema.get("title"),
-        request.options or None,
-        request.session_id,
-    )
 
 
 def stream(

@@ -64,7 +64,7 @@ def ready_call(
     the call must await :func:`prepare_call`. Raises as it does. Saves a stream's start the
     coroutine of a preparation that would not have suspended."""
     context = scope.context
-    if context.delivering or context.pending_signals or branch.context_providers is not None:
+    if context.signals_pending or branch.context_providers is not None:
         return None
     if context.control is not None:
         check_control(scope)

@@ -500,6 +500,27 @@ def _unchanged(annotation: Any) -> _Unchanged:
     return _Unchanged()
 
 
+#: a field's checks: the exact types validation returns unchanged, and the test for the rest
+_Check: TypeAlias = tuple[frozenset[type], Callable[[object], bool]]
+
+
+def _field_checks(cls: type[OperationParams]) -> dict[str, _Check] | None:
+    """Each field's checks (:func:`_unchanged`) but ``options``', by name, for the fast paths
+    that store values without the validator; ``None`` when ``cls`` has validators of its own,
+    which must see every call."""
+    infos = getattr(cls, "__pydantic_decorators__", None)
+    if infos is None or any(
+        (infos.validators, infos.field_validators, infos.root_validators, infos.model_validators)
+    ):
+        return None
+    checks: dict[str, _Check] = {}
+    for field in dataclasses.fields(cls):
+        if field.name != "options":
+            unchanged = _unchanged(field.type)
+            checks[field.name] = (unchanged.types, unchanged.keeps)
+    return checks
+
+
 AsGiven: TypeAlias = Callable[[Mapping[str, Any], str], Any]
 
 
@@ -516,25 +537,10 @@ def _as_given_function(cls: type[OperationParams]) -> AsGiven:
     stores are plain slot stores), and the finished object is then made an instance of ``cls``
     by assigning its ``__class__``: same slots, same layout, immutable from then on.
     """
-    infos = getattr(cls, "__pydantic_decorators__", None)
-    own_validators = (
-        None
-        if infos is None
-        else (
-            infos.validators,
-            infos.field_validators,
-            infos.root_validators,
-            infos.model_validators,
-        )
-    )
-    if own_validators is None or any(own_validators):
+    checks = _field_checks(cls)
+    if checks is None:
         return _never_as_given  # a validator of the class's own must see every call
-    checks: list[tuple[str, frozenset[type], Callable[[object], bool]]] = []
-    for field in dataclasses.fields(cls):
-        if field.name != "options":
-            unchanged = _unchanged(field.type)
-            checks.append((field.name, unchanged.types, unchanged.keeps))
-    fields = tuple(checks)
+    fields = tuple((name, *check) for name, check in checks.items())
     accepted = frozenset(name for name, _, _ in fields) | {
         "self",
         "options",
@@ -631,9 +637,6 @@ def bound_parameters(
     return decorate
 
 
-_Check: TypeAlias = tuple[frozenset[type], Callable[[object], bool]]
-
-
 def _kept(value: object, types: frozenset[type], keeps: Callable[[object], bool]) -> bool:
     """Whether validation would return ``value`` unchanged (the field's checks)."""
     return type(value) in types or keeps(value)
@@ -678,21 +681,9 @@ class _CallPlan:
         call can skip the validator (a validator of the class's own, a field the signature
         cannot fill, a positional parameter that is no field, a default the validator would
         change)."""
-        infos = getattr(params, "__pydantic_decorators__", None)
-        if infos is None or any(
-            (
-                infos.validators,
-                infos.field_validators,
-                infos.root_validators,
-                infos.model_validators,
-            )
-        ):
+        checks = _field_checks(params)
+        if checks is None:
             return None  # a validator of the class's own must see every call
-        checks: dict[str, _Check] = {}
-        for field in dataclasses.fields(params):
-            if field.name != "options":
-                unchanged = _unchanged(field.type)
-                checks[field.name] = (unchanged.types, unchanged.keeps)
         declared = parameters[1:]  # after self
         by_name = {p.name: p for p in declared if p.kind is not inspect.Parameter.VAR_KEYWORD}
         positional = [p.name for p in declared if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]

@@ -1244,10 +1244,8 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         its quick steps."""
         self._loop = loop
         branch = self.branch
-        options = self.options
-        # _Turn.holding's two steps, in this frame
-        context = _open_context(branch, self.model, options, lock, task)
-        self._turn = begun = _Turn(branch, context, lock, options.get("nests", True))
+        self._turn = begun = _Turn.holding(branch, self.model, self.options, lock, task)
+        context = begun.context
         context.consumer = self
         if begun.grouped:
             return _NOT_STARTED

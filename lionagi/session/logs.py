@@ -254,7 +254,6 @@ class LogManager(Sequence[Log]):
         alive). The values become a :class:`Log` when first read.
         """
         messages = request.messages
-        schema, options, session = request.response_format, request.options, request.session_id
         outcome: ModelResponse | str | None = response
         if error is not None:  # failed (a stream may fail after its final reply: the error wins)
             outcome = f"{type(error).__name__}: {error}"
@@ -271,8 +270,10 @@ class LogManager(Sequence[Log]):
                 messages[-1] if messages else None,  # in the history (or about to be)
                 request.tools,
                 None  # the common request's settings: none, and nothing kept for them
-                if schema is None and not options and session is None
-                else (None if schema is None else schema.get("title"), options or None, session),
+                if request.response_format is None
+                and not request.options
+                and request.session_id is None
+                else request_settings(request),
                 outcome,
             )
         )
@@ -364,6 +365,20 @@ class LogManager(Sequence[Log]):
 
     def __repr__(self) -> str:
         return f"LogManager(records={len(self)}, capacity={self.capacity})"
+
+
+def request_settings(
+    request: ModelRequest,
+) -> tuple[str | None, Mapping[str, Any] | None, str | None]:
+    """A request's rarely set settings as a model call's log record keeps them: its schema's
+    title, its options and its session (the common request has none of them, and its record
+    keeps ``None`` without calling this)."""
+    schema = request.response_format
+    return (
+        None if schema is None else schema.get("title"),
+        request.options or None,
+        request.session_id,
+    )
 
 
 def _checked_capacity(capacity: Any) -> int | None:
