@@ -137,7 +137,7 @@ async def test_a_new_cancel_scope_cancels_what_runs_in_it_and_nests_with_anyio_s
         reached.append("after")
     assert reached == ["after"]
     assert not outer.cancel_called
-    assert scope.cancel_called  # type: ignore[attr-defined]
+    assert scope.cancel_called
 
 
 async def test_current_loop_is_the_native_token_of_the_running_loop() -> None:
@@ -205,3 +205,21 @@ async def test_a_timeout_scope_still_times_out() -> None:
     with timeout_scope(0.01) as scope:
         await anyio.sleep_forever()
     assert scope.cancelled_caught
+
+
+async def test_a_timeout_scope_nests_with_anyio_scopes_and_leaves_them_their_cancellation() -> None:
+    # on trio the scope is trio's own: an outer anyio cancellation passes through it, uncaught
+    from lionagi._compat import timeout_scope
+
+    with anyio.CancelScope() as outer:
+        with timeout_scope(300) as scope:
+            outer.cancel()
+            await anyio.sleep_forever()
+    assert outer.cancelled_caught
+    assert not scope.cancelled_caught
+    with timeout_scope(300) as scope:
+        with anyio.move_on_after(0.01) as inner:
+            await anyio.sleep_forever()
+    assert inner.cancelled_caught
+    assert not scope.cancelled_caught
+    assert not scope.cancel_called
