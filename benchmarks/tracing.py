@@ -16,8 +16,10 @@ the per-turn count (start-up and import cancel out).
 copied with its instrumentation hooks removed (``iModel.invoke``/``send`` call the retry loop
 directly, a stream goes straight to ``provider.stream`` and writes no log record, the turn
 driver's tracer lines are deleted), counted beside it. A removal that no longer matches the
-code stops the run. ``--write-without-hooks DIR`` only writes that copy (to count it with
-``benchmarks.instructions``, say).
+code stops the run. Beside it goes a second copy without only the tracer's checks (the
+Branch's log records of model calls kept, as ``branch.logs`` needs them): the two split the
+hooks' cost into the tracer's part and the log record's. ``--write-without-hooks DIR`` only
+writes the first copy (to count it with ``benchmarks.instructions``, say).
 
 A count does depend on where the interpreter's objects land in memory: CPython's method
 cache is indexed by the address of the attribute name, so a few bytes more in the
@@ -260,14 +262,71 @@ _HOOKS_LEFT = {
     "lionagi/operations/turn.py": {"active_turn"},
 }
 
+# The same tree with only the tracer's checks removed: the Branch's log records of model calls
+# stay (``branch.logs`` is a feature of its own), so counted beside the tree without any hook
+# it splits the hooks' cost into the tracer's part and the log record's part.
+_WITHOUT_TRACER: tuple[tuple[str, str, str, int], ...] = (
+    # outside a turn: the retry loop directly
+    (
+        "lionagi/_instrument.py",
+        r"\n( *)if tracer is None:\n\1    (return await model\._retried\(request, on_retry\))"
+        r"\n\1return await tracer\.model_call\(.*\)",
+        r"\n\1\2",
+        1,
+    ),
+    # in a turn: no tracer branch before the logged call
+    (
+        "lionagi/_instrument.py",
+        r"\n( *)if tracer is not None:\n\1    send = .*\n\1    response = await tracer\..*"
+        r"\n\1elif (\(retry := model\.retry\) is None:)",
+        r"\n\1if \2",
+        1,
+    ),
+    # a stream goes straight to the provider's chunks (its log record stays)
+    (
+        "lionagi/service/imodel.py",
+        r"_instrument\.stream\(self, request, (self\.provider\.stream\(request\))\)",
+        r"\1",
+        1,
+    ),
+    *(removal for removal in _WITHOUT_HOOKS if removal[0] == "lionagi/operations/turn.py"),
+)
+_TRACER_LEFT = {
+    "lionagi/_instrument.py": {"tracer.model_call"},  # the traced path of a model call
+    "lionagi/service/imodel.py": {"_instrument.stream("},
+    "lionagi/operations/turn.py": {"_instrument.tracer", "_instrument.turn_step"},
+}
+
 
 def strip_hooks(src: Path, dest: Path) -> Path:
     """Copy the package ``src/lionagi`` to ``dest/lionagi`` without the instrumentation hooks
     (see ``_WITHOUT_HOOKS``); returns ``dest``. Raises RuntimeError naming the removal that
     did not apply, or a hook left in a stripped file."""
+    texts = _removed(src, dest, _WITHOUT_HOOKS)
+    for name, text in texts.items():
+        left = set(re.findall(r"_instrument\.(\w+)", text)) - _HOOKS_LEFT[name]
+        if left:
+            raise RuntimeError(f"removing the hooks: {name} still calls _instrument.{left}")
+    return _written(dest, texts)
+
+
+def strip_tracer(src: Path, dest: Path) -> Path:
+    """Copy the package ``src/lionagi`` to ``dest/lionagi`` without the tracer's checks but
+    with the Branch's log records (see ``_WITHOUT_TRACER``); returns ``dest``."""
+    texts = _removed(src, dest, _WITHOUT_TRACER)
+    for name, text in texts.items():
+        left = {hook for hook in _TRACER_LEFT[name] if hook in text}
+        if left:
+            raise RuntimeError(f"removing the tracer's checks: {name} still has {left}")
+    return _written(dest, texts)
+
+
+def _removed(
+    src: Path, dest: Path, removals: tuple[tuple[str, str, str, int], ...]
+) -> dict[str, str]:
     shutil.copytree(src / "lionagi", dest / "lionagi", ignore=shutil.ignore_patterns("__pycache__"))
     texts: dict[str, str] = {}
-    for name, pattern, replacement, expected in _WITHOUT_HOOKS:
+    for name, pattern, replacement, expected in removals:
         text = texts.get(name)
         if text is None:
             text = (dest / name).read_text()
@@ -275,13 +334,14 @@ def strip_hooks(src: Path, dest: Path) -> Path:
         if found != expected:
             raise RuntimeError(
                 f"removing the hooks: {pattern!r} matched {found} times in {name}, expected "
-                f"{expected}; update benchmarks/tracing.py's _WITHOUT_HOOKS to the code"
+                f"{expected}; update benchmarks/tracing.py's removals to the code"
             )
         texts[name] = text
+    return texts
+
+
+def _written(dest: Path, texts: dict[str, str]) -> Path:
     for name, text in texts.items():
-        left = set(re.findall(r"_instrument\.(\w+)", text)) - _HOOKS_LEFT[name]
-        if left:
-            raise RuntimeError(f"removing the hooks: {name} still calls _instrument.{left}")
         compile(text, name, "exec")  # a removal that broke the file fails here, not in a count
         (dest / name).write_text(text)
     return dest
@@ -330,6 +390,7 @@ anyio.run(main, backend=BACKEND)
 
 INSTRUCTION_TURNS = (50, 300)
 WITHOUT_HOOKS = "now without the hooks"
+WITHOUT_TRACER = "now without the tracer's checks (log records kept)"
 
 
 def _counted_run(
@@ -444,10 +505,15 @@ def _instructions_markdown(
             lines.append(
                 f"| {backend} | {name} | {row['instructions_per_turn']:,} | {row['ratio']:.4f} |"
             )
-    if all(WITHOUT_HOOKS in rows for rows in results.values()):
-        lines += ["", "Tracing off over the same tree without the hooks:", ""]
+    for stripped, title in (
+        (WITHOUT_HOOKS, "Tracing off over the same tree without the hooks (nor log records):"),
+        (WITHOUT_TRACER, "Tracing off over the same tree without the tracer's checks:"),
+    ):
+        if not all(stripped in rows for rows in results.values()):
+            continue
+        lines += ["", title, ""]
         for backend, rows in results.items():
-            bare, off = (rows[name]["instructions_per_turn"] for name in (WITHOUT_HOOKS, "now"))
+            bare, off = (rows[name]["instructions_per_turn"] for name in (stripped, "now"))
             lines.append(
                 f"- {backend}: {bare:,} -> {off:,} instructions per turn, "
                 f"{off - bare:+,} ({(off - bare) / bare:+.2%})"
@@ -553,7 +619,8 @@ def main(argv: list[str] | None = None) -> int:
                 name, _, src = item.partition("=")
                 trees[name] = Path(src)
             if args.without_hooks:
-                trees[WITHOUT_HOOKS] = strip_hooks(ROOT, Path(stripped))
+                trees[WITHOUT_HOOKS] = strip_hooks(ROOT, Path(stripped) / "hooks")
+                trees[WITHOUT_TRACER] = strip_tracer(ROOT, Path(stripped) / "tracer")
             trees["now"] = ROOT
             counted = _instruction_counts(trees, window, args.workers, args.layouts)
         command = "python -m benchmarks.tracing --instructions"
@@ -561,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
             command += " --without-hooks"
         if args.baseline is not None:
             command += " --baseline <tree before the hooks>"
-        named = [name for name in trees if name not in ("before the hooks", WITHOUT_HOOKS, "now")]
+        fixed = ("before the hooks", WITHOUT_HOOKS, WITHOUT_TRACER, "now")
+        named = [name for name in trees if name not in fixed]
         command += "".join(f" --tree '{name}=<tree>'" for name in named)
         if window != INSTRUCTION_TURNS:
             command += f" --turns {low},{high}"

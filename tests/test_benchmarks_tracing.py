@@ -1,5 +1,6 @@
-"""The tracing benchmark's tree without the instrumentation hooks: every removal applies to
-this tree, the stripped tree still runs turns and streams (writing no log record), and a
+"""The tracing benchmark's trees without the instrumentation hooks and without only the
+tracer's checks: every removal applies to this tree, the stripped trees still run turns and
+streams (the first writing no log record, the second the same records as this tree), and a
 removal that no longer matches the code, or a hook left behind, stops the run."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.tracing import strip_hooks
+from benchmarks.tracing import strip_hooks, strip_tracer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,6 +66,26 @@ def test_the_tree_without_hooks_runs_turns_and_streams_and_logs_no_model_call(
     assert bare["asyncio"] == bare["trio"] == ["ok", "ok", 0]
     hooked = _run(ROOT)
     assert hooked["asyncio"] == hooked["trio"] == ["ok", "ok", 2]
+
+
+def test_the_tree_without_the_tracers_checks_runs_turns_and_streams_and_logs_each_call(
+    tmp_path: Path,
+) -> None:
+    stripped = strip_tracer(ROOT, tmp_path)
+    text = (stripped / "lionagi" / "_instrument.py").read_text()
+    assert "tracer.model_call" not in text
+    assert "_instrument.tracer" not in (stripped / "lionagi" / "operations" / "turn.py").read_text()
+    bare = _run(stripped)
+    assert Path(str(bare["file"])).resolve().is_relative_to(stripped.resolve())
+    assert bare["asyncio"] == bare["trio"] == ["ok", "ok", 2]
+
+
+def test_a_tracer_check_left_in_a_stripped_file_stops_the_run(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    turn = tree / "lionagi" / "operations" / "turn.py"
+    turn.write_text(turn.read_text() + "\n_HOOK = _instrument.tracer\n")
+    with pytest.raises(RuntimeError, match=r"turn\.py still has \{'_instrument\.tracer'\}"):
+        strip_tracer(tree, tmp_path / "out")
 
 
 def _copy(tmp_path: Path) -> Path:
