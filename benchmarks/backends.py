@@ -48,7 +48,7 @@ def _spawn(backend: str, turns: int, batches: int) -> dict[str, float]:
 
 
 def run(config: Config) -> dict[str, Any]:
-    pairs = config.size(16, 2)  # pair ratios spread 0.6-2.0: 8 pairs left the median unsettled
+    pairs = config.size(16, 2)  # pair ratios spread 0.6-2.3: 8 pairs left the median unsettled
     turns = config.size(1000, 20)
     batches = config.size(3, 1)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in PAIR}

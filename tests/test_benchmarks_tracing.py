@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -80,14 +81,6 @@ def test_the_tree_without_the_tracers_checks_runs_turns_and_streams_and_logs_eac
     assert bare["asyncio"] == bare["trio"] == ["ok", "ok", 2]
 
 
-def test_a_tracer_check_left_in_a_stripped_file_stops_the_run(tmp_path: Path) -> None:
-    tree = _copy(tmp_path)
-    turn = tree / "lionagi" / "operations" / "turn.py"
-    turn.write_text(turn.read_text() + "\n_HOOK = _instrument.tracer\n")
-    with pytest.raises(RuntimeError, match=r"turn\.py still has \{'_instrument\.tracer'\}"):
-        strip_tracer(tree, tmp_path / "out")
-
-
 def _copy(tmp_path: Path) -> Path:
     tree = tmp_path / "tree"
     shutil.copytree(
@@ -105,9 +98,23 @@ def test_a_removal_that_no_longer_matches_the_code_stops_the_run(tmp_path: Path)
         strip_hooks(tree, tmp_path / "out")
 
 
-def test_a_hook_left_in_a_stripped_file_stops_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("strip", "hook", "message"),
+    [
+        (
+            strip_hooks,
+            "_instrument.tool_call",
+            r"turn\.py still calls _instrument\.\{'tool_call'\}",
+        ),
+        (strip_tracer, "_instrument.tracer", r"turn\.py still has \{'_instrument\.tracer'\}"),
+    ],
+    ids=["hooks", "tracer"],
+)
+def test_a_hook_left_in_a_stripped_file_stops_the_run(
+    tmp_path: Path, strip: Callable[[Path, Path], Path], hook: str, message: str
+) -> None:
     tree = _copy(tmp_path)
     turn = tree / "lionagi" / "operations" / "turn.py"
-    turn.write_text(turn.read_text() + "\n_HOOK = _instrument.tool_call\n")
-    with pytest.raises(RuntimeError, match=r"turn\.py still calls _instrument\.\{'tool_call'\}"):
-        strip_hooks(tree, tmp_path / "out")
+    turn.write_text(turn.read_text() + f"\n_HOOK = {hook}\n")
+    with pytest.raises(RuntimeError, match=message):
+        strip(tree, tmp_path / "out")
