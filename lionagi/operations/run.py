@@ -217,14 +217,16 @@ class _RunTurn:
         """Stream the model once, resuming the Branch's last CLI session with its provider
         (awaiting it opens the call). Its waits (the context providers, the opening, each
         chunk) are guarded where they are (see :func:`~lionagi.operations.turn.stream_in_turn`)."""
-        provider = model.provider_name
+        session_id = self.params.session_id
+        if session_id is None:
+            session_id = self.branch.resume_id(model.provider_name)
         return self.scope.stream_model(
             self.branch,
             model,
             ask=self.instruction,
             pending=self.uncommitted,
             tools=self.tools,
-            session_id=self.params.session_id or self.branch.resume_ids.get(provider),
+            session_id=session_id,
             options=self.params.request_options,
         )
 

@@ -279,6 +279,13 @@ class Branch:
             ids = self._resume_ids = {}
         return ids
 
+    def resume_id(self, provider: str) -> str | None:
+        """The CLI session id of ``provider`` that the next :meth:`run` resumes, if any (read
+        without making the :attr:`resume_ids` mapping, which a Branch that never resumed a
+        session does not keep)."""
+        ids = self._resume_ids
+        return None if ids is None else ids.get(provider)
+
     @property
     def session(self) -> Session | None:
         return self._session

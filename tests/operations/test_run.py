@@ -575,6 +575,16 @@ async def test_session_id_of_a_reply_is_resumed_by_the_next_run_with_that_provid
     assert branch.clone().resume_ids == {}
 
 
+async def test_resume_id_reads_the_kept_session_without_making_the_mapping() -> None:
+    branch = Branch(chat_model=TestModel(["x"]))
+    await collect(branch.run("no session named"))
+    assert branch.resume_id("test") is None
+    assert branch._resume_ids is None  # a Branch that never resumed keeps no mapping
+    branch.resume_ids["claude_code"] = "sess-9"
+    assert branch.resume_id("claude_code") == "sess-9"
+    assert branch.resume_id("codex") is None
+
+
 async def test_bad_parameters_raise_before_anything_runs() -> None:
     model = TestModel(["x"])
     branch, rec, _ = observed_branch(chat_model=model)
