@@ -191,6 +191,13 @@ def _against_baseline(baseline: Path, turns: int, batches: int, rounds: int) -> 
 
 
 # -- the same tree without the hooks ------------------------------------------------------------
+# A stream goes straight to the provider's chunks, with no tracer iterator around them
+_STREAM_STRAIGHT = (
+    "lionagi/service/imodel.py",
+    r"_instrument\.stream\(self, request, (self\.provider\.stream\(request\))\)",
+    r"\1",
+    1,
+)
 # What "tracing off" is measured against: this tree with the instrumentation hooks removed, so
 # the two differ only in the hooks (and the Branch's log records the model-call hooks write).
 # Each removal names the text it replaces; one that does not match exactly as often as expected
@@ -210,12 +217,7 @@ _WITHOUT_HOOKS: tuple[tuple[str, str, str, int], ...] = (
         "log = None",
         1,
     ),
-    (
-        "lionagi/service/imodel.py",
-        r"_instrument\.stream\(self, request, (self\.provider\.stream\(request\))\)",
-        r"\1",
-        1,
-    ),
+    _STREAM_STRAIGHT,
     # the turn driver's tracer lines: a step's trace and its end, the turn's trace closed at
     # release, a traced turn kept off the one-frame path (which has no tracer lines)
     (
@@ -282,13 +284,7 @@ _WITHOUT_TRACER: tuple[tuple[str, str, str, int], ...] = (
         r"\n\1if \2",
         1,
     ),
-    # a stream goes straight to the provider's chunks (its log record stays)
-    (
-        "lionagi/service/imodel.py",
-        r"_instrument\.stream\(self, request, (self\.provider\.stream\(request\))\)",
-        r"\1",
-        1,
-    ),
+    _STREAM_STRAIGHT,  # a stream goes straight to the provider's chunks (its log record stays)
     *(removal for removal in _WITHOUT_HOOKS if removal[0] == "lionagi/operations/turn.py"),
 )
 _TRACER_LEFT = {
