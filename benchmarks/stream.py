@@ -9,11 +9,18 @@ run body, the event object); ``Branch.run`` hands out whole messages; ``operate_
 Runs alternate; ratios and
 differences are taken pair by pair, all paths measured side by side in one process run.
 
-Time to first delta: from creating the stream to holding its first text delta. For the Branch
-that includes waiting for (an idle) Branch, the turn's context, ``RunStart`` and the request;
-the direct path starts the model stream only. It is measured cold (a full garbage collection
-before each sample, like every other sample here) and warm (the same path ran once just before,
-with no collection in between), both sides the same way in the same run.
+Time to first delta: from having the prompt to holding its first text delta. For the Branch
+that includes building the instruction, waiting for (an idle) Branch, the turn's context,
+``RunStart`` and the request; the direct path builds the one message it sends (the same
+instruction, ``Instruction(instruction=PROMPT)``: what a caller of ``iModel.stream`` writes) and
+starts the model stream. Both send the instruction alone (the Branch has no system message).
+It is measured cold (a full garbage collection before each sample, like every other sample
+here) and warm (the same path ran once just before, with no collection in between), both sides
+the same way in the same run. Two other direct paths run beside it, each with the Branch's
+figure over it: "instruction built as the Branch builds it" (the Branch's own unvalidated
+builder instead of the public constructor: the floor of building that message), and "history
+built before the clock", the method of earlier runs (the direct path's ``[System, Instruction]``
+built before its clock starts, while the Branch's instruction is built after its own starts).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from benchmarks._common import (
 )
 from benchmarks.turn import observed_branch
 from lionagi import Branch, TextDeltaEvent
-from lionagi.protocols.messages import Instruction, System
+from lionagi.protocols.messages import Instruction, System, text_instruction
 from lionagi.service.types import TextDelta
 from lionagi.testing import FunctionModel
 
@@ -102,6 +109,36 @@ async def _run(branch: Branch, chunks: int) -> int:
 
 
 async def _direct_first(model: FunctionModel) -> int:
+    """The direct path to its first delta, building its request after the clock starts, as
+    the Branch builds its instruction."""
+    start = now()
+    chunks = model.stream([Instruction(instruction=PROMPT)])
+    try:
+        async for chunk in chunks:
+            if isinstance(chunk, TextDelta):
+                return now() - start
+    finally:
+        await chunks.aclose()
+    raise AssertionError("no text delta")
+
+
+async def _direct_first_internal(model: FunctionModel) -> int:
+    """The direct path to its first delta, building its instruction after the clock starts
+    with the Branch's own unvalidated builder (``text_instruction``, not public API)."""
+    start = now()
+    chunks = model.stream([text_instruction(PROMPT, None, None, None)])
+    try:
+        async for chunk in chunks:
+            if isinstance(chunk, TextDelta):
+                return now() - start
+    finally:
+        await chunks.aclose()
+    raise AssertionError("no text delta")
+
+
+async def _direct_first_prebuilt(model: FunctionModel) -> int:
+    """The direct path to its first delta with its history built before the clock starts
+    (the method of earlier runs)."""
     history = _history()
     start = now()
     chunks = model.stream(history)
@@ -123,6 +160,12 @@ async def _stream_first(branch: Branch) -> int:
     raise AssertionError("no text delta")
 
 
+INTERNAL = "first delta, direct, instruction built as the Branch builds it"
+INTERNAL_WARM = "first delta warm, direct, instruction built as the Branch builds it"
+PREBUILT = "first delta, direct, history built before the clock"
+PREBUILT_WARM = "first delta warm, direct, history built before the clock"
+
+
 async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
     model = _model(chunks)
     short = _model(8)  # time to first delta: the rest of the reply is not waited for
@@ -136,8 +179,12 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
         "Branch.communicate_stream": [],
         "first delta, direct": [],
         "first delta, Branch.stream": [],
+        INTERNAL: [],
+        PREBUILT: [],
         "first delta warm, direct": [],
         "first delta warm, Branch.stream": [],
+        INTERNAL_WARM: [],
+        PREBUILT_WARM: [],
     }
 
     def jobs() -> list[tuple[str, Any]]:
@@ -156,12 +203,16 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
             ),
             ("first delta, direct", lambda: _direct_first(short)),
             ("first delta, Branch.stream", lambda: _stream_first(Branch(chat_model=short))),
+            (INTERNAL, lambda: _direct_first_internal(short)),
+            (PREBUILT, lambda: _direct_first_prebuilt(short)),
         ]
 
     # the warm first delta: the same path just ran once, and no collection in between
     warm = {
         "first delta warm, direct": lambda: _direct_first(short),
         "first delta warm, Branch.stream": lambda: _stream_first(Branch(chat_model=short)),
+        INTERNAL_WARM: lambda: _direct_first_internal(short),
+        PREBUILT_WARM: lambda: _direct_first_prebuilt(short),
     }
 
     for _ in range(2):  # warm-up
@@ -201,7 +252,8 @@ FIRST_NOTE = (
     "and building the instruction, the FIFO lock, the turn context, the request history, the "
     "request log's record and the segmenter. Like the later ones, its step opens no cancel "
     "scope of its own (RunStart handlers, context providers, limits and retries guard their own "
-    "waits); the direct path pays only the model stream's own start. Cold: every "
+    "waits); the direct path pays for building its one message (the same instruction, "
+    "through the public constructor) and the model stream's own start. Cold: every "
     "sample starts after a full garbage collection (as an idle server's first request), which "
     "empties CPython's free lists and the CPU caches, so each distinct piece of code the turn's "
     "start runs costs several times its warm price."
@@ -222,14 +274,34 @@ def run(config: Config) -> dict[str, Any]:
         direct = times["direct stream"]
         first = times["first delta, direct"]
         warm = times["first delta warm, direct"]
-        for name, samples in times.items():
-            base = (
+        compared = [
+            (
+                name,
+                samples,
                 warm
                 if name.startswith("first delta warm")
                 else first
                 if name.startswith("first delta")
-                else direct
+                else direct,
             )
+            for name, samples in times.items()
+        ]
+        # the Branch against the other direct paths: the instruction built the Branch's way,
+        # and the earlier method (for comparison with earlier runs)
+        compared += [
+            (
+                f"first delta{kind}, Branch.stream, over the {other}",
+                times[f"first delta{kind}, Branch.stream"],
+                times[base],
+            )
+            for kind, other, base in (
+                ("", "instruction built as the Branch builds it", INTERNAL),
+                (" warm", "instruction built as the Branch builds it", INTERNAL_WARM),
+                ("", "history built before the clock", PREBUILT),
+                (" warm", "history built before the clock", PREBUILT_WARM),
+            )
+        ]
+        for name, samples, base in compared:
             rows.append(
                 {
                     "backend": backend.name,
@@ -280,10 +352,16 @@ def run(config: Config) -> dict[str, Any]:
             f"A streamed turn of {chunks} text chunks, {repeats} runs per path alternating: "
             "median microseconds per text delta (Branch.run: per chunk), the median per-pair "
             "difference to iterating the model's stream directly, and the median per-pair "
-            "ratio. 'first delta' rows: microseconds from creating the stream to its first "
-            "text delta (an 8-chunk reply), against the direct model stream: cold (a full "
-            "garbage collection just before, as every other sample) and warm (the same path "
-            "ran once just before, with no collection in between)."
+            "ratio. 'first delta' rows: microseconds from having the prompt to its first "
+            "text delta (an 8-chunk reply), against the direct model stream, which builds "
+            "its one message (the instruction) after its clock starts as the Branch does: "
+            "cold (a full garbage collection just before, as every other sample) and warm "
+            "(the same path ran once just before, with no collection in between). 'instruction "
+            "built as the Branch builds it': the direct path with the Branch's own unvalidated "
+            "builder instead of the public constructor, and the Branch against it. 'history "
+            "built before the clock': the direct path as earlier runs measured it, its "
+            "[System, Instruction] built before its clock starts (its overhead: against the "
+            "direct path that builds it after), and the Branch against it."
         ),
         "columns": ["backend", "path", "us", "overhead_us", "ratio_to_direct"],
         "rows": rows,

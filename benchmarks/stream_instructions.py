@@ -5,11 +5,14 @@ this counts what runs instead, the way :mod:`benchmarks.instructions` does (one 
 per backend under ``valgrind --tool=callgrind --dump-before=getppid``, ``os.getppid()`` marks
 around each measured stretch, ``PYTHONHASHSEED=0``).
 
-- **First delta**: from creating the stream to holding its first text delta, for ``SAMPLES``
+- **First delta**: from having the prompt to holding its first text delta, for ``SAMPLES``
   fresh Branches (``branch.stream(PROMPT)``, an 8-chunk reply) against the same model's
-  ``iModel.stream(history)`` iterated directly. Building the Branch (or the direct path's
-  history) and closing the stream afterwards are outside the stretch; a full collection runs
-  before each sample (outside it too), so every sample starts from the same heap.
+  ``iModel.stream([Instruction(instruction=PROMPT)])`` iterated directly: both build the
+  instruction inside the stretch (as :mod:`benchmarks.stream` times them). Beside it, the
+  direct path with the Branch's own unvalidated instruction builder, and with its history built
+  before the stretch (the method of earlier runs). Building the Branch and closing the stream
+  afterwards are outside the stretch; a full collection runs before each sample (outside it
+  too), so every sample starts from the same heap.
 - **Per delta**: the stretch between the ``SKIP``-th delta and the ``SKIP``-th from the end of a
   ``CHUNKS``-chunk reply, over the deltas in it: what one more delta costs once the stream runs,
   for ``Branch.stream``, ``Branch.communicate_stream`` and ``Branch.operate_stream`` against the
@@ -39,6 +42,8 @@ SKIP = 20  # deltas left out at each end of a per-delta sample
 STREAMS = 3  # per-delta samples per path
 
 DIRECT_FIRST = "first delta, direct"
+INTERNAL_FIRST = "first delta, direct, instruction built as the Branch builds it"
+PREBUILT_FIRST = "first delta, direct, history built before the stretch"
 STREAM_FIRST = "first delta, Branch.stream"
 DIRECT = "per delta, direct"
 PER_DELTA = ("Branch.stream", "Branch.communicate_stream", "Branch.operate_stream")
@@ -80,6 +85,7 @@ async def _worker() -> list[str]:
     from benchmarks._common import PROMPT
     from benchmarks.stream import _history, _model
     from lionagi import Branch, TextDeltaEvent
+    from lionagi.protocols.messages import Instruction, text_instruction
     from lionagi.service.types import TextDelta
 
     short, long = _model(FIRST_CHUNKS), _model(CHUNKS)
@@ -93,11 +99,25 @@ async def _worker() -> list[str]:
         return lambda branch: branch.operate_stream(instruction=PROMPT)
 
     async def direct_first() -> None:
+        gc.collect()
+        _mark()
+        labels.append("setup")
+        chunks = short.stream([Instruction(instruction=PROMPT)])
+        await _first_delta(chunks, TextDelta, labels, DIRECT_FIRST)
+
+    async def internal_first() -> None:
+        gc.collect()
+        _mark()
+        labels.append("setup")
+        chunks = short.stream([text_instruction(PROMPT, None, None, None)])
+        await _first_delta(chunks, TextDelta, labels, INTERNAL_FIRST)
+
+    async def prebuilt_first() -> None:
         history = _history()
         gc.collect()
         _mark()
         labels.append("setup")
-        await _first_delta(short.stream(history), TextDelta, labels, DIRECT_FIRST)
+        await _first_delta(short.stream(history), TextDelta, labels, PREBUILT_FIRST)
 
     async def stream_first() -> None:
         branch = Branch(chat_model=short)
@@ -115,13 +135,15 @@ async def _worker() -> list[str]:
             await _window(events, TextDeltaEvent, labels, name)
 
     for _ in range(3):  # warm-up
-        for job in (direct_first, stream_first, direct_window):
+        for job in (direct_first, internal_first, prebuilt_first, stream_first, direct_window):
             await job()
         for name in PER_DELTA:
             await live_window(name)
     labels[:] = ["setup"] * len(labels)  # the warm-up's stretches are not counted
     for _ in range(SAMPLES):  # alternate, so both sides see the same history of the process
         await direct_first()
+        await internal_first()
+        await prebuilt_first()
         await stream_first()
     for _ in range(STREAMS):
         await direct_window()
@@ -137,10 +159,19 @@ def count(backend: str, timeout: float = 1800) -> dict[str, float]:
     deltas = CHUNKS - 2 * SKIP
     counted = {
         DIRECT_FIRST: totals[DIRECT_FIRST] / SAMPLES,
+        INTERNAL_FIRST: totals[INTERNAL_FIRST] / SAMPLES,
+        PREBUILT_FIRST: totals[PREBUILT_FIRST] / SAMPLES,
         STREAM_FIRST: totals[STREAM_FIRST] / SAMPLES,
         DIRECT: totals[DIRECT] / (STREAMS * deltas),
     }
-    counted["first delta over direct"] = counted[STREAM_FIRST] - counted[DIRECT_FIRST]
+    stream = counted[STREAM_FIRST]
+    counted["first delta over direct"] = stream - counted[DIRECT_FIRST]
+    counted["first delta over direct, instruction built as the Branch builds it"] = (
+        stream - counted[INTERNAL_FIRST]
+    )
+    counted["first delta over direct, history built before the stretch"] = (
+        stream - counted[PREBUILT_FIRST]
+    )
     for name in PER_DELTA:
         counted[f"per delta, {name}"] = per = totals[name] / (STREAMS * deltas)
         counted[f"per delta, {name} / direct"] = per / counted[DIRECT]
@@ -172,11 +203,13 @@ def run(config: Config) -> dict[str, Any]:
     return {
         "title": title,
         "description": (
-            f"First delta: from creating the stream to its first text delta, {SAMPLES} fresh "
+            f"First delta: from having the prompt to its first text delta, {SAMPLES} fresh "
             f"Branches ({FIRST_CHUNKS}-chunk reply) against iModel.stream iterated directly, "
-            f"a full collection before each sample. Per delta: the deltas between the {SKIP}th "
-            f"and the {SKIP}th from the end of a {CHUNKS}-chunk reply, {STREAMS} streams per "
-            "path. One worker process per backend under valgrind --tool=callgrind, "
+            "both building the instruction inside the stretch (the direct path also with the "
+            "Branch's own builder, and with its history built before the stretch as earlier "
+            "runs did), a full collection before each sample. Per delta: the deltas between "
+            f"the {SKIP}th and the {SKIP}th from the end of a {CHUNKS}-chunk reply, {STREAMS} "
+            "streams per path. One worker process per backend under valgrind --tool=callgrind, "
             "PYTHONHASHSEED=0; deterministic under load, but blind to cache and branch costs."
         ),
         "columns": ["backend", "figure", "value", "unit"],
