@@ -223,8 +223,11 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
         if repeat % 2:
             order.reverse()
         for name, job in order:
+            sample = (
+                job()
+            )  # the Branch (or nothing, direct) and the coroutine, before the collection
             settle()
-            times[name].append(await job())
+            times[name].append(await sample)
         pairs = list(warm.items())
         if repeat % 2:
             pairs.reverse()
