@@ -12,15 +12,16 @@ differences are taken pair by pair, all paths measured side by side in one proce
 Time to first delta: from having the prompt to holding its first text delta. For the Branch
 that includes building the instruction, waiting for (an idle) Branch, the turn's context,
 ``RunStart`` and the request; the direct path builds the one message it sends (the same
-instruction, ``Instruction(instruction=PROMPT)``: what a caller of ``iModel.stream`` writes) and
-starts the model stream. Both send the instruction alone (the Branch has no system message).
-It is measured cold (a full garbage collection before each sample, like every other sample
-here) and warm (the same path ran once just before, with no collection in between), both sides
-the same way in the same run. Two other direct paths run beside it, each with the Branch's
-figure over it: "instruction built as the Branch builds it" (the Branch's own unvalidated
-builder instead of the public constructor: the floor of building that message), and "history
-built before the clock", the method of earlier runs (the direct path's ``[System, Instruction]``
-built before its clock starts, while the Branch's instruction is built after its own starts).
+instruction, ``Instruction(instruction=PROMPT)``: what a caller of ``iModel.stream`` writes)
+and starts the model stream. Both send the instruction alone (the Branch has no system
+message). It is measured cold (a full garbage collection before each sample, like every other
+sample here, after the sample's Branch is built) and warm (the same path ran once just before,
+with no collection in between), both sides the same way in the same run. Two other direct paths
+run beside it, each with the Branch's figure over it: "instruction built as the Branch builds
+it" (the Branch's own unvalidated builder instead of the public constructor: the floor of
+building that message), and "history built before the clock", the method of earlier runs (the
+direct path's ``[System, Instruction]`` built before its clock starts, while the Branch's
+instruction is built after its own starts).
 """
 
 from __future__ import annotations
@@ -257,7 +258,8 @@ FIRST_NOTE = (
     "scope of its own (RunStart handlers, context providers, limits and retries guard their own "
     "waits); the direct path pays for building its one message (the same instruction, "
     "through the public constructor) and the model stream's own start. Cold: every "
-    "sample starts after a full garbage collection (as an idle server's first request), which "
+    "sample starts after a full garbage collection (as an idle server's first request; the "
+    "Branch and the model are built before it), which "
     "empties CPython's free lists and the CPU caches, so each distinct piece of code the turn's "
     "start runs costs several times its warm price."
 )
