@@ -26,6 +26,9 @@ instruction is built after its own starts).
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from benchmarks._common import (
@@ -152,6 +155,52 @@ async def _direct_first_prebuilt(model: FunctionModel) -> int:
     raise AssertionError("no text delta")
 
 
+@dataclass(slots=True, eq=False)
+class _FloorTurn:
+    """The state of :func:`_floor_first`'s turn: the model and whether it is running."""
+
+    model: FunctionModel
+    busy: bool = False
+
+
+_floor_turn: ContextVar[_FloorTurn | None] = ContextVar("floor_turn", default=None)
+
+
+async def _floor_events(
+    model: FunctionModel, ask: Instruction
+) -> AsyncGenerator[TextDeltaEvent, None]:
+    chunks = model.stream([ask])
+    try:
+        async for chunk in chunks:
+            if isinstance(chunk, TextDelta):
+                yield TextDeltaEvent(chunk.text)
+    finally:
+        await chunks.aclose()
+
+
+async def _floor_first(turn: _FloorTurn) -> int:
+    """The floor: a minimal turn written by hand, to its first delta. The instruction built
+    as the Branch builds it, a busy flag for the lock, the turn's state in a ContextVar, one
+    generator between the model stream and the consumer making the event; no parameters
+    checked, no FIFO, no turn id, no history, log, observer or cancellation contract."""
+    start = now()
+    ask = text_instruction(PROMPT, None, None, None)
+    assert not turn.busy
+    turn.busy = True
+    token = _floor_turn.set(turn)
+    try:
+        events = _floor_events(turn.model, ask)
+        try:
+            async for _event in events:
+                return now() - start
+        finally:
+            await events.aclose()
+    finally:
+        _floor_turn.reset(token)
+        turn.busy = False
+    raise AssertionError("no text delta")
+
+
 async def _stream_first(branch: Branch) -> int:
     start = now()
     async with branch.stream(PROMPT) as events:
@@ -165,6 +214,8 @@ INTERNAL = "first delta, direct, instruction built as the Branch builds it"
 INTERNAL_WARM = "first delta warm, direct, instruction built as the Branch builds it"
 PREBUILT = "first delta, direct, history built before the clock"
 PREBUILT_WARM = "first delta warm, direct, history built before the clock"
+FLOOR = "first delta, a minimal turn by hand (the floor)"
+FLOOR_WARM = "first delta warm, a minimal turn by hand (the floor)"
 
 
 async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
@@ -182,10 +233,12 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
         "first delta, Branch.stream": [],
         INTERNAL: [],
         PREBUILT: [],
+        FLOOR: [],
         "first delta warm, direct": [],
         "first delta warm, Branch.stream": [],
         INTERNAL_WARM: [],
         PREBUILT_WARM: [],
+        FLOOR_WARM: [],
     }
 
     def jobs() -> list[tuple[str, Any]]:
@@ -206,6 +259,7 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
             ("first delta, Branch.stream", lambda: _stream_first(Branch(chat_model=short))),
             (INTERNAL, lambda: _direct_first_internal(short)),
             (PREBUILT, lambda: _direct_first_prebuilt(short)),
+            (FLOOR, lambda: _floor_first(_FloorTurn(short))),
         ]
 
     # the warm first delta: the same path just ran once, and no collection in between
@@ -214,6 +268,7 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
         "first delta warm, Branch.stream": lambda: _stream_first(Branch(chat_model=short)),
         INTERNAL_WARM: lambda: _direct_first_internal(short),
         PREBUILT_WARM: lambda: _direct_first_prebuilt(short),
+        FLOOR_WARM: lambda: _floor_first(_FloorTurn(short)),
     }
 
     for _ in range(2):  # warm-up
@@ -293,17 +348,29 @@ def run(config: Config) -> dict[str, Any]:
         ]
         # the Branch against the other direct paths: the instruction built the Branch's way,
         # and the earlier method (for comparison with earlier runs)
+        internal = "instruction built as the Branch builds it"
+        prebuilt = "history built before the clock"
         compared += [
-            (
-                f"first delta{kind}, Branch.stream, over the {other}",
-                times[f"first delta{kind}, Branch.stream"],
-                times[base],
-            )
-            for kind, other, base in (
-                ("", "instruction built as the Branch builds it", INTERNAL),
-                (" warm", "instruction built as the Branch builds it", INTERNAL_WARM),
-                ("", "history built before the clock", PREBUILT),
-                (" warm", "history built before the clock", PREBUILT_WARM),
+            (f"first delta{kind}, {path}, over the {other}", times[samples], times[base])
+            for kind, path, samples, other, base in (
+                ("", "Branch.stream", "first delta, Branch.stream", internal, INTERNAL),
+                (
+                    " warm",
+                    "Branch.stream",
+                    "first delta warm, Branch.stream",
+                    internal,
+                    INTERNAL_WARM,
+                ),
+                ("", "the floor", FLOOR, internal, INTERNAL),
+                (" warm", "the floor", FLOOR_WARM, internal, INTERNAL_WARM),
+                ("", "Branch.stream", "first delta, Branch.stream", prebuilt, PREBUILT),
+                (
+                    " warm",
+                    "Branch.stream",
+                    "first delta warm, Branch.stream",
+                    prebuilt,
+                    PREBUILT_WARM,
+                ),
             )
         ]
         for name, samples, base in compared:
@@ -366,7 +433,12 @@ def run(config: Config) -> dict[str, Any]:
             "builder instead of the public constructor, and the Branch against it. 'history "
             "built before the clock': the direct path as earlier runs measured it, its "
             "[System, Instruction] built before its clock starts (its overhead: against the "
-            "direct path that builds it after), and the Branch against it."
+            "direct path that builds it after), and the Branch against it. 'a minimal turn by "
+            "hand (the floor)': the instruction built the Branch's way, a busy flag, the "
+            "turn's state in a ContextVar and one generator making the events, with none of "
+            "the Branch's contract (no FIFO, turn id, history, log, observer or cancellation "
+            "handling); its rows over the direct path that builds the instruction the same way "
+            "are the least a turn adds."
         ),
         "columns": ["backend", "path", "us", "overhead_us", "ratio_to_direct"],
         "rows": rows,
