@@ -26,7 +26,7 @@ instruction is built after its own starts).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -112,40 +112,26 @@ async def _run(branch: Branch, chunks: int) -> int:
     return (now() - start) // chunks
 
 
-async def _direct_first(model: FunctionModel) -> int:
-    """The direct path to its first delta, building its request after the clock starts, as
-    the Branch builds its instruction."""
+def _public_request() -> list[Any]:
+    """The direct path's request, as a caller of ``iModel.stream`` writes it."""
+    return [Instruction(instruction=PROMPT)]
+
+
+def _internal_request() -> list[Any]:
+    """The same request with the Branch's own unvalidated builder (not public API)."""
+    return [text_instruction(PROMPT, None, None, None)]
+
+
+async def _direct_first(
+    model: FunctionModel,
+    build: Callable[[], list[Any]] = _public_request,
+    prebuilt: list[Any] | None = None,
+) -> int:
+    """The direct path to its first delta: its request built by ``build`` after the clock
+    starts, as the Branch builds its instruction, or ``prebuilt`` before it (the method of
+    earlier runs)."""
     start = now()
-    chunks = model.stream([Instruction(instruction=PROMPT)])
-    try:
-        async for chunk in chunks:
-            if isinstance(chunk, TextDelta):
-                return now() - start
-    finally:
-        await chunks.aclose()
-    raise AssertionError("no text delta")
-
-
-async def _direct_first_internal(model: FunctionModel) -> int:
-    """The direct path to its first delta, building its instruction after the clock starts
-    with the Branch's own unvalidated builder (``text_instruction``, not public API)."""
-    start = now()
-    chunks = model.stream([text_instruction(PROMPT, None, None, None)])
-    try:
-        async for chunk in chunks:
-            if isinstance(chunk, TextDelta):
-                return now() - start
-    finally:
-        await chunks.aclose()
-    raise AssertionError("no text delta")
-
-
-async def _direct_first_prebuilt(model: FunctionModel) -> int:
-    """The direct path to its first delta with its history built before the clock starts
-    (the method of earlier runs)."""
-    history = _history()
-    start = now()
-    chunks = model.stream(history)
+    chunks = model.stream(build() if prebuilt is None else prebuilt)
     try:
         async for chunk in chunks:
             if isinstance(chunk, TextDelta):
@@ -257,8 +243,8 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
             ),
             ("first delta, direct", lambda: _direct_first(short)),
             ("first delta, Branch.stream", lambda: _stream_first(Branch(chat_model=short))),
-            (INTERNAL, lambda: _direct_first_internal(short)),
-            (PREBUILT, lambda: _direct_first_prebuilt(short)),
+            (INTERNAL, lambda: _direct_first(short, _internal_request)),
+            (PREBUILT, lambda: _direct_first(short, prebuilt=_history())),
             (FLOOR, lambda: _floor_first(_FloorTurn(short))),
         ]
 
@@ -266,8 +252,8 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
     warm = {
         "first delta warm, direct": lambda: _direct_first(short),
         "first delta warm, Branch.stream": lambda: _stream_first(Branch(chat_model=short)),
-        INTERNAL_WARM: lambda: _direct_first_internal(short),
-        PREBUILT_WARM: lambda: _direct_first_prebuilt(short),
+        INTERNAL_WARM: lambda: _direct_first(short, _internal_request),
+        PREBUILT_WARM: lambda: _direct_first(short, prebuilt=_history()),
         FLOOR_WARM: lambda: _floor_first(_FloorTurn(short)),
     }
 
