@@ -44,6 +44,15 @@ def test_quick_run_writes_every_scenario(tmp_path: Path) -> None:
 
     backends = {row["backend"] for row in document["scenarios"]["turn"]["rows"]}
     assert {"asyncio", "trio"} <= backends
+    # the first delta's direct paths and the floor run beside the Branch on every backend
+    from benchmarks.stream import FLOOR, INTERNAL, PREBUILT
+
+    first = {"first delta, direct", "first delta, Branch.stream", INTERNAL, PREBUILT, FLOOR}
+    for backend in backends:
+        paths = {
+            r["path"] for r in document["scenarios"]["stream"]["rows"] if r["backend"] == backend
+        }
+        assert first <= paths, backend
     markdown = (tmp_path / "bench-quick.md").read_text()
     assert "## Targets" in markdown
     assert all(f"(`{name}`)" in markdown for name in SCENARIOS)
