@@ -196,12 +196,13 @@ async def _stream_first(branch: Branch) -> int:
     raise AssertionError("no text delta")
 
 
-INTERNAL = "first delta, direct, instruction built as the Branch builds it"
-INTERNAL_WARM = "first delta warm, direct, instruction built as the Branch builds it"
-PREBUILT = "first delta, direct, history built before the clock"
-PREBUILT_WARM = "first delta warm, direct, history built before the clock"
-FLOOR = "first delta, a minimal turn by hand (the floor)"
-FLOOR_WARM = "first delta warm, a minimal turn by hand (the floor)"
+# the other direct paths to the first delta, and the floor (see the module's docstring)
+_INTERNAL = "instruction built as the Branch builds it"
+_PREBUILT = "history built before the clock"
+_FLOOR = "a minimal turn by hand (the floor)"
+INTERNAL, INTERNAL_WARM = (f"first delta{kind}, direct, {_INTERNAL}" for kind in ("", " warm"))
+PREBUILT, PREBUILT_WARM = (f"first delta{kind}, direct, {_PREBUILT}" for kind in ("", " warm"))
+FLOOR, FLOOR_WARM = (f"first delta{kind}, {_FLOOR}" for kind in ("", " warm"))
 
 
 async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
@@ -265,9 +266,9 @@ async def _measure(chunks: int, repeats: int) -> dict[str, list[float]]:
         if repeat % 2:
             order.reverse()
         for name, job in order:
-            sample = (
-                job()
-            )  # the Branch (or nothing, direct) and the coroutine, before the collection
+            # each side builds what it starts from (its Branch, its coroutine) before the
+            # collection
+            sample = job()
             settle()
             times[name].append(await sample)
         pairs = list(warm.items())
@@ -332,33 +333,22 @@ def run(config: Config) -> dict[str, Any]:
             )
             for name, samples in times.items()
         ]
-        # the Branch against the other direct paths: the instruction built the Branch's way,
-        # and the earlier method (for comparison with earlier runs)
-        internal = "instruction built as the Branch builds it"
-        prebuilt = "history built before the clock"
-        compared += [
-            (f"first delta{kind}, {path}, over the {other}", times[samples], times[base])
-            for kind, path, samples, other, base in (
-                ("", "Branch.stream", "first delta, Branch.stream", internal, INTERNAL),
-                (
-                    " warm",
-                    "Branch.stream",
-                    "first delta warm, Branch.stream",
-                    internal,
-                    INTERNAL_WARM,
-                ),
-                ("", "the floor", FLOOR, internal, INTERNAL),
-                (" warm", "the floor", FLOOR_WARM, internal, INTERNAL_WARM),
-                ("", "Branch.stream", "first delta, Branch.stream", prebuilt, PREBUILT),
-                (
-                    " warm",
-                    "Branch.stream",
-                    "first delta warm, Branch.stream",
-                    prebuilt,
-                    PREBUILT_WARM,
-                ),
-            )
-        ]
+        # the Branch and the floor against the other direct paths: the instruction built the
+        # Branch's way, and the earlier method (for comparison with earlier runs)
+        measured = {"Branch.stream": "Branch.stream", "the floor": _FLOOR}
+        for path, over in (
+            ("Branch.stream", _INTERNAL),
+            ("the floor", _INTERNAL),
+            ("Branch.stream", _PREBUILT),
+        ):
+            for kind in ("", " warm"):
+                compared.append(
+                    (
+                        f"first delta{kind}, {path}, over the {over}",
+                        times[f"first delta{kind}, {measured[path]}"],
+                        times[f"first delta{kind}, direct, {over}"],
+                    )
+                )
         for name, samples, base in compared:
             rows.append(
                 {

@@ -29,7 +29,7 @@ import gc
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from benchmarks._common import Config
@@ -83,9 +83,8 @@ async def _window(chunks: AsyncIterator[Any], kind: type, labels: list[str], lab
 async def _worker() -> list[str]:
     """Every stretch, on the backend this runs on; the label of each counter dump, in order."""
     from benchmarks._common import PROMPT
-    from benchmarks.stream import _history, _model
+    from benchmarks.stream import _history, _internal_request, _model, _public_request
     from lionagi import Branch, TextDeltaEvent
-    from lionagi.protocols.messages import Instruction, text_instruction
     from lionagi.service.types import TextDelta
 
     short, long = _model(FIRST_CHUNKS), _model(CHUNKS)
@@ -98,26 +97,25 @@ async def _worker() -> list[str]:
             return lambda branch: branch.communicate_stream(PROMPT)
         return lambda branch: branch.operate_stream(instruction=PROMPT)
 
-    async def direct_first() -> None:
+    async def direct_first(
+        label: str = DIRECT_FIRST,
+        build: Callable[[], list[Any]] = _public_request,
+        prebuilt: list[Any] | None = None,
+    ) -> None:
+        """The direct path: its request built by ``build`` inside the stretch, or
+        ``prebuilt`` before it (the method of earlier runs)."""
         gc.collect()
         _mark()
         labels.append("setup")
-        chunks = short.stream([Instruction(instruction=PROMPT)])
-        await _first_delta(chunks, TextDelta, labels, DIRECT_FIRST)
+        chunks = short.stream(build() if prebuilt is None else prebuilt)
+        await _first_delta(chunks, TextDelta, labels, label)
 
-    async def internal_first() -> None:
-        gc.collect()
-        _mark()
-        labels.append("setup")
-        chunks = short.stream([text_instruction(PROMPT, None, None, None)])
-        await _first_delta(chunks, TextDelta, labels, INTERNAL_FIRST)
-
-    async def prebuilt_first() -> None:
-        history = _history()
-        gc.collect()
-        _mark()
-        labels.append("setup")
-        await _first_delta(short.stream(history), TextDelta, labels, PREBUILT_FIRST)
+    def direct_firsts() -> tuple[Callable[[], Awaitable[None]], ...]:
+        return (
+            direct_first,
+            lambda: direct_first(INTERNAL_FIRST, _internal_request),
+            lambda: direct_first(PREBUILT_FIRST, prebuilt=_history()),
+        )
 
     async def stream_first() -> None:
         branch = Branch(chat_model=short)
@@ -135,15 +133,14 @@ async def _worker() -> list[str]:
             await _window(events, TextDeltaEvent, labels, name)
 
     for _ in range(3):  # warm-up
-        for job in (direct_first, internal_first, prebuilt_first, stream_first, direct_window):
+        for job in (*direct_firsts(), stream_first, direct_window):
             await job()
         for name in PER_DELTA:
             await live_window(name)
     labels[:] = ["setup"] * len(labels)  # the warm-up's stretches are not counted
     for _ in range(SAMPLES):  # alternate, so both sides see the same history of the process
-        await direct_first()
-        await internal_first()
-        await prebuilt_first()
+        for direct in direct_firsts():
+            await direct()
         await stream_first()
     for _ in range(STREAMS):
         await direct_window()
