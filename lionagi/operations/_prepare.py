@@ -153,6 +153,17 @@ def instruction_for(
     )
 
 
+def text_instruction_for(branch: Branch, text: str) -> Instruction | None:
+    """:func:`instruction_for` a call that gives the instruction ``text`` alone, or ``None``
+    when the Branch's user is no plain text (the general way then builds it)."""
+    sender = branch.user
+    if type(sender) not in _TEXT:
+        return None
+    if not text.isascii():  # ASCII text cannot hold a lone surrogate
+        check_text(text, "instruction", OperationError)
+    return text_instruction(text, None, None, sender)
+
+
 def _caller_text(name: str, value: Any) -> Any:
     """``value`` (text or JSON data the caller gave as ``name``), checked for lone surrogates:
     text that holds one could never be sent, so it is refused before the turn."""

@@ -599,7 +599,10 @@ Given: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
 
 def bound_parameters(
-    of: Callable[Concatenate[Any, PS], Any], cls: type[P], operation: str
+    of: Callable[Concatenate[Any, PS], Any],
+    cls: type[P],
+    operation: str,
+    text: Callable[[Any, str, P], Any] | None = None,
 ) -> Callable[[Callable[[Any, P], R]], Callable[Concatenate[Any, PS], R]]:
     """:func:`same_parameters` for a method whose body only binds the call into ``cls`` (as
     ``operation``) and hands the parameters on: the decorated function receives them.
@@ -609,6 +612,11 @@ def bound_parameters(
     given are checked, the declared defaults were checked once, and no ``locals()``-shaped
     dict is built. Any other call goes the declared way (``of``'s signature, then :func:`bind`),
     so it is refused with the same errors.
+
+    ``text`` serves the commonest call of all, the instruction text alone and nothing else:
+    it gets the text and the parameters of every default (a ``cls`` whose instruction is
+    ``""``, built once: to read the other parameters from) and returns the method's result,
+    or ``None`` to leave the call to the ways above.
     """
     declare = same_parameters(of)
     parameters = tuple(inspect.signature(of).parameters.values())
@@ -619,10 +627,17 @@ def bound_parameters(
 
         slow = declare(declared)
         fast: Given | None = None
+        defaults: P | None = None
 
         @functools.wraps(fn)
         def method(self: Any, /, *args: PS.args, **kwargs: PS.kwargs) -> R:
-            nonlocal fast
+            nonlocal fast, defaults
+            if text is not None and not kwargs and len(args) == 1 and type(args[0]) is str:
+                if defaults is None:
+                    defaults = fn_defaults(self)
+                done: R | None = text(self, args[0], defaults)
+                if done is not None:
+                    return done
             given = fast
             if given is None:  # made at the first call: a program pays only for what it calls
                 given = fast = _given_function(cls, parameters, operation)
@@ -630,6 +645,13 @@ def bound_parameters(
             if params is None:
                 return slow(self, *args, **kwargs)
             return fn(self, params)
+
+        def fn_defaults(self: Any) -> P:
+            """The parameters of a call that gives ``""`` alone (see ``text`` above)."""
+            params: P | None = _given_function(cls, parameters, operation)(("",), {})
+            if params is None:  # the instruction is no positional field, or needs the validator
+                raise TypeError(f"{operation}: text= needs the instruction as first parameter")
+            return params
 
         method.__signature__ = inspect.signature(slow)  # type: ignore[attr-defined]
         return method

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import anyio
 
 from lionagi.operations._model_call import close_stream
-from lionagi.operations._prepare import instruction_for, model_for
+from lionagi.operations._prepare import instruction_for, model_for, text_instruction_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.events import (
     MessageCommitted,
@@ -105,6 +105,18 @@ def stream(branch: Branch, params: RunParams) -> TurnStream[StreamEvent]:
     return _start(branch, params, "stream")
 
 
+def stream_text(branch: Branch, text: str, defaults: RunParams) -> TurnStream[Any] | None:
+    """:func:`stream` of the instruction ``text`` alone (``defaults``: every other parameter's
+    default), the commonest call: its instruction built at once, no parameters bound. ``None``
+    when the general way must build the instruction (see
+    :func:`~lionagi.operations._prepare.text_instruction_for`). Typed as :func:`_start`."""
+    instruction = text_instruction_for(branch, text)
+    if instruction is None:
+        return None
+    body = _RunTurn(branch, instruction, defaults, True)
+    return guarded_stream(branch, None, body.items, _OPTIONS["stream"])
+
+
 def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[Any]:
     """The stream turn of :func:`run` (messages) or :func:`stream` (live events). Typed
     ``Any`` so that each returns it as its own item type: a ``cast(TurnStream[...], ...)``
@@ -132,7 +144,7 @@ class _RunTurn:
 
     branch: Branch
     instruction: Instruction
-    params: RunParams
+    params: RunParams  # what the turn reads of them: all but the instruction, built already
     events: bool
     # set when the turn's body starts (items): the turn, the model's, the history's
     scope: TurnScope = field(init=False)

@@ -928,8 +928,6 @@ def _open_context(
                 f"{'parse_model' if role == 'parse' else 'chat_model'}=iModel(...) to the "
                 "Branch or a model to the call"
             )
-        # the three leading fields by position, the other two set after: keyword arguments to
-        # a dataclass of 22 fields cost the turn about 2k instructions more
         context = TurnExecutionContext(new_id_int(), resolved, owner)
         context.operation = options.get("operation")
         context.logs = branch.logs
@@ -1130,8 +1128,10 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         model: iModel | None,
         invoke: Callable[[TurnScope], AsyncIterator[T]],
         options: TurnOptions,
-        guarded: bool = False,
+        interrupt: Interrupt | None,
     ) -> None:
+        """``interrupt``: where the waits of a guarded body's steps register (see
+        :func:`stream_in_turn`), or None."""
         self.branch = branch
         self.model = model
         self.invoke = invoke
@@ -1141,7 +1141,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         self.joinable = self.closed = self._close_requested = False
         self.state = _NOT_STARTED
         self.task = _no_task
-        self.interrupt = Interrupt() if guarded and not options.get("nests", True) else None
+        self.interrupt = interrupt
         self._entry = _TOP_LEVEL
         # nothing yet (see the declarations above)
         self._turn = self._loop = self._quick = self._task = None
@@ -1243,10 +1243,10 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         :meth:`_Turn.holding`) and, for an ungrouped turn, the one step record and binding of
         its quick steps."""
         self._loop = loop
-        branch = self.branch
-        self._turn = begun = _Turn.holding(branch, self.model, self.options, lock, task)
-        context = begun.context
+        branch, options = self.branch, self.options
+        context = _open_context(branch, self.model, options, lock, task)
         context.consumer = self
+        self._turn = begun = _Turn(branch, context, lock, options.get("nests", True))
         if begun.grouped:
             return _NOT_STARTED
         # the task id is set by each step (the consumer's task may change)
@@ -1525,7 +1525,7 @@ def guarded_stream(
     the library's own guarded stream bodies, whose ``options`` are one checked mapping (with
     ``nests=False``) kept for every call and never changed: no keyword dict and no check of it
     per stream."""
-    return TurnStream(_StreamDriver(branch, model, invoke, options, True))
+    return TurnStream(_StreamDriver(branch, model, invoke, options, Interrupt()))
 
 
 def stream_in_turn(
@@ -1557,4 +1557,5 @@ def stream_in_turn(
     """
     if not _TURN_OPTIONS.issuperset(options):
         raise unexpected_keywords("stream_in_turn", options, _TURN_OPTIONS)
-    return TurnStream(_StreamDriver(branch, model, invoke, options, guarded))
+    interrupt = Interrupt() if guarded and not options.get("nests", True) else None
+    return TurnStream(_StreamDriver(branch, model, invoke, options, interrupt))

@@ -119,7 +119,7 @@ class TaskHandle:
 _NO_USAGE = Usage()  # immutable: every turn starts from the same zero
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(eq=False, init=False)
 class TurnExecutionContext:
     """Mutable runtime state of one top-level turn (ADR-0018 D1).
 
@@ -127,6 +127,9 @@ class TurnExecutionContext:
     (``pending_signals``): the turn's own tasks deliver them in order, one task at a time, at
     control points and at the end of each step (``lionagi.operations.turn``), so no task is
     started per message.
+
+    Built from the three fields every turn gives; each other field reads its default (the
+    class's) until the turn sets it, so a turn stores only what it changes.
     """
 
     #: the turn's id as its 128-bit number (what the logs record; :attr:`turn_id` is the UUID)
@@ -163,6 +166,16 @@ class TurnExecutionContext:
     # what an installed tracer keeps for this turn (lionagi._instrument); None when untraced
     trace: Any = field(default=None, repr=False)
     _turn_uuid: UUID | None = field(default=None, repr=False)
+
+    def __init__(self, turn_number: int, model: iModel | None, owner: object) -> None:
+        self.turn_number = turn_number
+        self.model = model
+        self.owner = owner
+        self.nested_tasks = set()
+        self.pending_signals = deque()
+        # read at every item of a stream turn: on the instance, where a read is quickest
+        self.control = None
+        self.delivering = False
 
     @property
     def turn_id(self) -> UUID:

@@ -642,7 +642,7 @@ class Branch:
             finally:
                 await self.aclose()
 
-    @bound_parameters(run, RunParams, "stream")
+    @bound_parameters(run, RunParams, "stream", _run.stream_text)
     def stream(self, params: RunParams) -> TurnStream[StreamEvent]:
         """Stream a :meth:`run` turn (its parameters) as live events: text and tool-call deltas
         as they arrive, tool starts and finishes, and each committed message (see

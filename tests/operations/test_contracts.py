@@ -472,3 +472,36 @@ def test_a_classs_first_call_bound_as_given_compiles_no_code(
         monkeypatch.undo()  # (a failure's report compiles code too)
     assert type(first) is ChatParams
     assert first == expected
+
+
+async def test_stream_of_text_alone_refuses_a_lone_surrogate_at_the_call() -> None:
+    model = TestModel(["x"])
+    branch, rec, _ = observed_branch(chat_model=model)
+    with pytest.raises(OperationError, match=r"^instruction holds a lone surrogate"):
+        branch.stream("caf\udce9")
+    assert model.calls == []
+    assert rec.signals == []
+    assert len(branch.msgs) == 0
+
+
+class _Name(str):
+    """A user name that is a str subclass: the instruction is built the general way."""
+
+
+@pytest.mark.parametrize("user", ["ann", _Name("ann"), None])
+async def test_stream_of_text_alone_records_what_the_general_way_records(
+    user: str | None,
+) -> None:
+    """``branch.stream("...")`` alone (built without binding its parameters) and the same call
+    bound the general way (a parameter given at its default) hand out the same events and
+    record the same messages, sent by the Branch's user."""
+    seen = []
+    extras: list[dict[str, Any]] = [{}, {"max_tool_rounds": 8}]
+    for extra in extras:
+        branch = Branch(chat_model=TestModel(["one two"]), user=user)
+        async with branch.stream("héllo", **extra) as events:
+            kinds = [type(event).__name__ async for event in events]
+        sent = branch.msgs[0]
+        seen.append((kinds, [m.role for m in branch.msgs], sent.instruction, sent.sender))
+    assert seen[0] == seen[1]
+    assert seen[0][2:] == ("héllo", user)

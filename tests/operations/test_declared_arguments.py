@@ -199,3 +199,31 @@ def test_a_bound_variants_common_call_builds_no_argument_dict(
 
 async def _done() -> str:
     return "done"
+
+
+def test_the_instruction_text_alone_goes_to_text_with_every_default() -> None:
+    """``bound_parameters``' ``text=`` gets a call of the instruction text alone, with the
+    parameters of every default (what the declared way binds for ``""``); any other call, and
+    a call ``text=`` declines (``None``), are bound the other ways."""
+    seen: list[tuple[str, Any]] = []
+
+    def text(owner: Any, value: str, defaults: Any) -> Any:
+        seen.append((value, defaults))
+        return None if value == "decline" else "by text"
+
+    method: Any = bound_parameters(Branch.run, RunParams, "stream", text)(
+        lambda self, params: params
+    )
+    owner = Branch()
+    declared = _declared_way(owner, "run", RunParams, "stream")
+    assert method(owner, "hi") == "by text"
+    [(value, defaults)] = seen
+    assert value == "hi"
+    assert defaults == declared("")
+    assert type(defaults) is RunParams
+    assert method(owner, "decline") == declared("decline")
+    assert method(owner, "hi", max_tool_rounds=2) == declared("hi", max_tool_rounds=2)
+    assert method(owner, "hi", None) == declared("hi", None)
+    assert method(owner, instruction="hi") == declared(instruction="hi")
+    assert [value for value, _ in seen] == ["hi", "decline"]
+    assert seen[1][1] is defaults  # built once
