@@ -1213,12 +1213,14 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         steps are quick ones (an ungrouped top-level turn, no tracer): the first is then run by
         :meth:`next` itself; NOT_STARTED for :meth:`_full_step` to start; None when the
         Branch's lock must be waited for (:meth:`_begin_after_wait`), nothing changed."""
+        branch = self.branch
         try:
-            entry, nested = _classify(self.branch)
-            if nested is not None:
-                self._entry, self._scope = entry, nested
-                return _NOT_STARTED
-            lock = self.branch._turn_lock
+            if branch._active_turn_context is not None:  # busy, or a turn this one nests in
+                entry, nested = _classify(branch)
+                if nested is not None:
+                    self._entry, self._scope = entry, nested
+                    return _NOT_STARTED
+            lock = branch._turn_lock
             loop, task, cancelled = running()  # before the lock: nothing to undo if it failed
             if cancelled or not lock.take_in(loop):  # taken at once when free (not cancelled)
                 return None
