@@ -294,8 +294,9 @@ PER_DELTA_NOTE = (
     "and communicate_stream steps open no cancel scope either (their rows: per text delta)."
 )
 FIRST_NOTE = (
-    "The first event of a stream turn pays the turn's start: validating the call's parameters "
-    "and building the instruction, the FIFO lock, the turn context, the request history, the "
+    "The first event of a stream turn pays the turn's start: building the instruction (the "
+    "call gives its text alone, so no parameters are bound: every other one is its default), "
+    "the FIFO lock, the turn context, the request history, the "
     "request log's record and the segmenter. Like the later ones, its step opens no cancel "
     "scope of its own (RunStart handlers, context providers, limits and retries guard their own "
     "waits); the direct path pays for building its one message (the same instruction, "
