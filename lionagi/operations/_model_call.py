@@ -64,7 +64,8 @@ def ready_call(
     the call must await :func:`prepare_call`. Raises as it does. Saves a stream's start the
     coroutine of a preparation that would not have suspended."""
     context = scope.context
-    if context.signals_pending or branch.context_providers is not None:
+    # signals pending (context.signals_pending, read without a property call), or providers
+    if context.delivering or context.pending_signals or branch.context_providers is not None:
         return None
     if context.control is not None:
         check_control(scope)

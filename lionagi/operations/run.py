@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import anyio
 
 from lionagi.operations._model_call import close_stream
-from lionagi.operations._prepare import instruction_for, model_for, text_instruction_for
+from lionagi.operations._prepare import instruction_for, text_instruction_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.events import (
     MessageCommitted,
@@ -114,7 +114,7 @@ def stream_text(branch: Branch, text: str, defaults: RunParams) -> TurnStream[An
     if instruction is None:
         return None
     body = _RunTurn(branch, instruction, defaults, True)
-    return guarded_stream(branch, None, body.items, _OPTIONS["stream"])
+    return guarded_stream(branch, None, body.items, _STREAM)
 
 
 def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[Any]:
@@ -129,6 +129,7 @@ def _start(branch: Branch, params: RunParams, operation: str) -> TurnStream[Any]
 _OPTIONS: dict[str, TurnOptions] = {
     name: TurnOptions(operation=name, nests=False) for name in ("run", "stream")
 }
+_STREAM = _OPTIONS["stream"]
 
 
 @dataclass(slots=True, eq=False)
@@ -158,7 +159,11 @@ class _RunTurn:
         self.scope, branch = scope, self.branch
         self.uncommitted = (self.instruction,)
         self.rounds_left = self.params.max_tool_rounds
-        model = model_for(scope, branch, self.params.chat_model)
+        # model_for's choice for a chat call: the call's model, else the turn's (always set)
+        model = self.params.chat_model
+        if model is None:
+            model = scope.context.model
+            assert model is not None, "a turn's context holds its model"
         self.native = native = model.supports_native_tools
         self.tools = branch.tools.schemas() if native and branch.has_tools else ()
         context, events = scope.context, self.events

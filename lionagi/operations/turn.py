@@ -738,10 +738,10 @@ class _Turn:
         self.grouped = grouped  # whether its steps run in a task group (the body nests)
         # the observer the turn starts with is the one told of its end: a Branch added to or
         # removed from a Session meanwhile gets no terminal without its start, nor the reverse
-        self.observer = branch.observer
+        self.observer = observer = branch.observer
         self.scope = _scope_of(context, True)
         # the turn's duration is only told to that observer
-        self.started = 0.0 if self.observer is None else time.perf_counter()
+        self.started = 0.0 if observer is None else time.perf_counter()
         self._released = False
 
     @classmethod
@@ -1294,7 +1294,9 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         observer = turn.observer
         if observer is not None and observer.wants(RunStart):
             return self._first_item_after_start(turn)
-        return anext(self._open_items(turn))
+        # _open_items, in place (every stream's first item)
+        self._items = turn.context.stream_body = items = aiter(self.invoke(turn.scope))
+        return anext(items)
 
     async def _first_item_after_start(self, turn: _Turn) -> T:
         with guard(self.interrupt):
