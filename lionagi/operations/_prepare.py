@@ -131,18 +131,17 @@ def instruction_for(
 ) -> Instruction:
     """The Instruction a call asks with: its question, images and ``response_format``, sent
     by the Branch's user."""
-    instruction, sender = params.instruction, branch.user
+    instruction = params.instruction
     if (
         type(instruction) is str
         and params.guidance is None
         and params.context is None
         and response_format is None
         and not params.images
-        and type(sender) in _TEXT
     ):  # a question in text alone (nearly every call): build_instruction's common case, direct
-        if not instruction.isascii():  # ASCII text cannot hold a lone surrogate
-            check_text(instruction, "instruction", OperationError)
-        return text_instruction(instruction, None, None, sender)
+        built = text_instruction_for(branch, instruction)
+        if built is not None:
+            return built
     return build_instruction(
         params.instruction,
         guidance=params.guidance,
@@ -155,7 +154,7 @@ def instruction_for(
 
 def text_instruction_for(branch: Branch, text: str) -> Instruction | None:
     """:func:`instruction_for` a call that gives the instruction ``text`` alone, or ``None``
-    when the Branch's user is no plain text (the general way then builds it)."""
+    when the Branch's user is no plain text (:func:`build_instruction` then builds it)."""
     sender = branch.user
     if type(sender) not in _TEXT:
         return None

@@ -648,7 +648,11 @@ def bound_parameters(
 
         def fn_defaults(self: Any) -> P:
             """The parameters of a call that gives ``""`` alone (see ``text`` above)."""
-            params: P | None = _given_function(cls, parameters, operation)(("",), {})
+            nonlocal fast
+            given = fast
+            if given is None:  # the same function the common call is bound with
+                given = fast = _given_function(cls, parameters, operation)
+            params: P | None = given(("",), {})
             if params is None:  # the instruction is no positional field, or needs the validator
                 raise TypeError(f"{operation}: text= needs the instruction as first parameter")
             return params

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import anyio
 
 from lionagi.operations._model_call import close_stream
-from lionagi.operations._prepare import instruction_for, text_instruction_for
+from lionagi.operations._prepare import instruction_for, model_for, text_instruction_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.events import (
     MessageCommitted,
@@ -159,11 +159,7 @@ class _RunTurn:
         self.scope, branch = scope, self.branch
         self.uncommitted = (self.instruction,)
         self.rounds_left = self.params.max_tool_rounds
-        # model_for's choice for a chat call: the call's model, else the turn's (always set)
-        model = self.params.chat_model
-        if model is None:
-            model = scope.context.model
-            assert model is not None, "a turn's context holds its model"
+        model = model_for(scope, branch, self.params.chat_model)
         self.native = native = model.supports_native_tools
         self.tools = branch.tools.schemas() if native and branch.has_tools else ()
         context, events = scope.context, self.events

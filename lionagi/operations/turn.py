@@ -1294,9 +1294,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         observer = turn.observer
         if observer is not None and observer.wants(RunStart):
             return self._first_item_after_start(turn)
-        # _open_items, in place (every stream's first item)
-        self._items = turn.context.stream_body = items = aiter(self.invoke(turn.scope))
-        return anext(items)
+        return anext(self._open_items(turn))
 
     async def _first_item_after_start(self, turn: _Turn) -> T:
         with guard(self.interrupt):
