@@ -137,7 +137,14 @@ def running() -> tuple[object, object, bool]:
         return loop, task, _asyncio_cancelled(task)
     lowlevel = _trio().lowlevel
     task = lowlevel.current_task()
-    return lowlevel.current_trio_token(), task, _trio_cancelled(task)
+    try:  # the run token the task's runner keeps: one look at trio's run context, not two
+        token = task._runner.trio_token
+        cancelled = task._cancel_status.effectively_cancelled is True
+    except AttributeError:  # pragma: no cover - depends on the installed trio
+        token = None
+    if token is None:  # made at the first current_trio_token() of the run
+        return lowlevel.current_trio_token(), task, _trio_cancelled(task)
+    return token, task, cancelled
 
 
 def task_info(task: object) -> TaskInfo:
