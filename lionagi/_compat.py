@@ -139,7 +139,7 @@ def running() -> tuple[object, object, bool]:
     task = lowlevel.current_task()
     try:  # the run token the task's runner keeps: one look at trio's run context, not two
         token = task._runner.trio_token
-        cancelled = task._cancel_status.effectively_cancelled is True
+        cancelled = task._cancel_status.effectively_cancelled is True  # _trio_cancelled's read
     except AttributeError:  # pragma: no cover - depends on the installed trio
         token = None
     if token is None:  # made at the first current_trio_token() of the run
