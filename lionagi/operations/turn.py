@@ -36,7 +36,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar, Token
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack, cast
 from uuid import UUID
@@ -171,17 +171,23 @@ def _unwrap(outcome: StepOutcome[T]) -> T:
 
 @dataclass(slots=True, eq=False)
 class StepGroup:
-    """The task group of one step (or of one call that joined a stream turn between items):
-    nested work started there is its children. ``group`` is None for a step run without one
-    (an operation that starts no nested work).
+    """One step of a turn (or one call that joined a stream turn between items), which is also
+    the turn binding of the tasks running in it (the ``ContextVar`` a call on the Branch reads
+    to find its turn): the Branch, the turn's scope, and the step's task group, whose children
+    are the nested work started there. One record, so a step builds one object.
+
+    ``group`` is None for a step run without one (an operation that starts no nested work).
     ``cancel_scope`` is what cancels the step (the group's own scope, or for a stream step
     without a group a scope of its own, or the turn's :class:`~lionagi._interrupt.Interrupt`
-    for a guarded body's step); None for a coroutine step without a group."""
+    for a guarded body's step); None for a coroutine step without a group. A binding that is
+    no step (the one a finalizing turn sets for its terminal handlers) is never ``open``."""
 
-    group: TaskGroup | None
-    task_id: int  # the task that opened it; alive (so the id is unique) while the group is open
+    branch_id: UUID
+    scope: TurnScope
+    group: TaskGroup | None = None
+    task_id: int = 0  # the task that opened it; alive (so the id is unique) while it is open
     cancel_scope: anyio.CancelScope | CancelHandle | Interrupt | None = None
-    started: set[TaskHandle] = field(default_factory=set)
+    started: set[TaskHandle] | None = None  # the nested work started in it, once there is any
     open: bool = True
 
 
@@ -217,14 +223,7 @@ class StreamConsumer:
         return self.task() is current_task()
 
 
-@dataclass(slots=True, eq=False)
-class _ActiveTurnBinding:  # not frozen: built at every step, and a frozen init costs more
-    branch_id: UUID
-    scope: TurnScope
-    step: StepGroup | None = None
-
-
-_active_turn_var: ContextVar[_ActiveTurnBinding | None] = _instrument.active_turn
+_active_turn_var: ContextVar[StepGroup | None] = _instrument.active_turn
 # set while a task delivers one of a turn's message signals: its handlers must not wait for the
 # turn's pending deliveries, which include the one running them
 _delivering_var: ContextVar[bool] = ContextVar("lionagi_delivering_signal", default=False)
@@ -306,20 +305,18 @@ def start_nested(
         )
     task = step.group.start_soon(_run_nested_task, context, fn, args, name, name=name)
     handle = TaskHandle(task, name)
+    if step.started is None:
+        step.started = set()
     step.started.add(handle)
     context.nested_tasks.add(handle)
     return handle
 
 
-def _open_step(
-    context: TurnExecutionContext, binding: _ActiveTurnBinding | None
-) -> StepGroup | None:
-    """The open task group new nested work of ``context`` belongs to, from the calling task
-    (``binding``: its turn binding)."""
-    if binding is not None and binding.scope.context is context:
-        step = binding.step
-        if step is not None and step.open:
-            return step
+def _open_step(context: TurnExecutionContext, binding: StepGroup | None) -> StepGroup | None:
+    """The open step new nested work of ``context`` belongs to, from the calling task
+    (``binding``: its turn binding, the step it runs in)."""
+    if binding is not None and binding.open and binding.scope.context is context:
+        return binding
     step = context.step_group
     return step if step is not None and step.open else None
 
@@ -397,10 +394,7 @@ def schedule_message_signal(branch: Branch, message: Message) -> None:
         and binding is not None
         and binding.scope.context is context
         # the binding's own open step, else the turn's (what _open_step finds, without a call)
-        and (
-            ((step := binding.step) is not None and step.open)
-            or _open_step(context, binding) is not None
-        )
+        and (binding.open or _open_step(context, binding) is not None)
     ):
         signal = _trusted[MessageAdded](
             branch_id=branch.id, message=message, turn_id=context.turn_id
@@ -581,16 +575,16 @@ async def _in_step_group(
     try:
         if grouped:
             async with anyio.create_task_group() as group:
-                step = StepGroup(group, task_id, group.cancel_scope)
+                step = StepGroup(branch.id, scope, group, task_id, group.cancel_scope)
                 outcome = await _run_step(branch, scope, step, body, ends_turn, start)
         else:
             if cancellable:
                 cancel_scope = new_cancel_scope()
                 with cancel_scope:
-                    step = StepGroup(None, task_id, cancel_scope)
+                    step = StepGroup(branch.id, scope, None, task_id, cancel_scope)
                     outcome = await _run_step(branch, scope, step, body, ends_turn, start)
             else:
-                step = StepGroup(None, task_id)
+                step = StepGroup(branch.id, scope, None, task_id)
                 outcome = await _run_step(branch, scope, step, body, ends_turn, start)
             if outcome is not None and outcome.error is not None:
                 # the event loop holds a cancellation it delivered (with its traceback, so the
@@ -623,7 +617,7 @@ async def _run_step(
     owner = scope.owns_lifecycle
     value: T | None = None
     error: BaseException | None = None
-    token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
+    token = _active_turn_var.set(step)
     traced = None if _instrument.tracer is None else _instrument.turn_step(branch, context)
     try:
         if owner:
@@ -658,7 +652,7 @@ async def _run_step(
         error = None  # this frame is in the error's traceback: no cycle through its locals
 
 
-async def _step_cleanup(context: TurnExecutionContext, pending: set[Any]) -> None:
+async def _step_cleanup(context: TurnExecutionContext, pending: set[Any] | None) -> None:
     """The end of a step: cancel and await its unfinished nested work (``pending``: all of the
     turn's, for the owner's step), shielded, then deliver the turn's message signals."""
     if pending:  # skip the shielded scope when idle
@@ -710,8 +704,7 @@ def _is_turn_task(context: TurnExecutionContext) -> bool:
     if _member_var.get() is context:
         return True
     binding = _active_turn_var.get()
-    step = None if binding is None else binding.step
-    return step is not None and step.open and step.task_id == id(current_task())
+    return binding is not None and binding.open and binding.task_id == id(current_task())
 
 
 # -- the top-level turn -----------------------------------------------------------------------
@@ -803,7 +796,7 @@ class _Turn:
             self.release()  # nothing to run, deliver or tell
             return
         # bound while finalizing, so a terminal handler's call on the Branch is recognised
-        token = _active_turn_var.set(_ActiveTurnBinding(self.branch.id, self.scope))
+        token = _active_turn_var.set(StepGroup(self.branch.id, self.scope, open=False))
         try:
             if close is None and not context.signals_pending:
                 # nothing to await but the terminal's async handlers, which emit shields: no
@@ -1030,9 +1023,9 @@ async def _run_one_frame(
     started = 0.0 if observer is None else time.perf_counter()
     try:
         scope = _scope_of(context, True)
-        step = StepGroup(None, id(context.owner))
+        step = StepGroup(branch.id, scope, None, id(context.owner))
         context.step_group = step
-        token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope, step))
+        token = _active_turn_var.set(step)
         value: T | None = None
         error: BaseException | None = None
         try:
@@ -1061,7 +1054,7 @@ async def _run_one_frame(
             await cancel_shielded_checkpoint()
         if observer is not None or context.delivering or context.pending_signals:
             # bound while finalizing, so a terminal handler's call on the Branch is recognised
-            token = _active_turn_var.set(_ActiveTurnBinding(branch.id, scope))
+            token = _active_turn_var.set(StepGroup(branch.id, scope, open=False))
             try:
                 if context.delivering or context.pending_signals:  # queued after the step
                     with anyio.CancelScope(shield=True):
@@ -1116,8 +1109,8 @@ class _StreamDriver(StreamConsumer, Generic[T]):
     _loop: object  # the native event loop (lionagi._compat.current_loop's)
     _closed: anyio.Event | None  # set when the turn ended, for aclose() calls that wait for it
     # what every quick step of an ungrouped turn needs: its context, and the one step record
-    # and binding they all share
-    _quick: tuple[TurnExecutionContext, StepGroup, _ActiveTurnBinding] | None
+    # (the steps' binding too) they all share
+    _quick: tuple[TurnExecutionContext, StepGroup] | None
     # current_task for the turn's loop, built at the second item (the first one runs in the
     # task that began the turn)
     _task: Callable[[], object] | None
@@ -1158,10 +1151,10 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         if state is not _BETWEEN_STEPS or quick is None:
             return await self._full_step(state)
         # A step of an ungrouped turn (the first one once the turn has begun): one step record
-        # and binding serve them all, and a body that guards its waits opens no cancel scope
+        # (also the binding) serves them all, and a body that guards its waits opens no cancel scope
         # (its waits register theirs with the consumer's interrupt, which aclose() cancels).
         # Only what every item needs runs here; the first item, errors and cleanup are helpers.
-        context, step, binding = quick
+        context, step = quick
         if context.nested_tasks or _instrument.tracer is not None:
             return await self._full_step(state)
         items = self._items  # None at the first item: the step starts the body
@@ -1176,7 +1169,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         context.step_group = step
         interrupt = self.interrupt
         error: BaseException | None = None
-        token = _active_turn_var.set(binding)
+        token = _active_turn_var.set(step)
         try:
             if interrupt is None:
                 value, error = await self._scoped_item(step, items)
@@ -1242,7 +1235,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
 
     def _began(self, lock: Any, loop: object, task: object) -> DriverState:
         """The turn of ``task`` on ``loop`` (:func:`running`'s), holding ``lock`` (see
-        :meth:`_Turn.holding`) and, for an ungrouped turn, the one step record and binding of
+        :meth:`_Turn.holding`) and, for an ungrouped turn, the one step record (and binding) of
         its quick steps."""
         self._loop = loop
         branch, options = self.branch, self.options
@@ -1252,8 +1245,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         if begun.grouped:
             return _NOT_STARTED
         # the task id is set by each step (the consumer's task may change)
-        step = StepGroup(None, 0, self.interrupt)
-        self._quick = (context, step, _ActiveTurnBinding(branch.id, begun.scope, step))
+        self._quick = (context, StepGroup(branch.id, begun.scope, None, 0, self.interrupt))
         if _instrument.tracer is not None:
             return _NOT_STARTED
         self.state = _BETWEEN_STEPS
