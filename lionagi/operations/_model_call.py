@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lionagi.operations._prepare import apply_context_providers, request_messages
 from lionagi.operations.turn import control_point, guard_wait
+from lionagi.protocols.messages import RecordedCopy
 from lionagi.session.control import check_control
 from lionagi.session.signal import ModelRetry
 
@@ -69,7 +70,9 @@ def ready_call(
         return None
     if context.control is not None:
         check_control(scope)
-    return checked_call(scope, branch, request_messages(branch, scope, pending))
+    if context.provider_blocks:  # gathered earlier in the turn
+        return checked_call(scope, branch, request_messages(branch, scope, pending))
+    return checked_call(scope, branch, RecordedCopy(branch.msgs, None, pending))  # without a call
 
 
 def checked_call(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, JsonValue
 
-from lionagi.errors import ConfigurationError, OperationError
+from lionagi.errors import OperationError
 from lionagi.operations.fields import request_fields_model
 from lionagi.protocols.context_providers import ProviderReport
 from lionagi.protocols.messages import Instruction, Message, RecordedCopy, text_instruction
@@ -189,12 +189,8 @@ def model_for(
         return explicit
     context = scope.context
     if role == "parse" and not (scope.owns_lifecycle and context.operation == "parse"):
-        chosen = branch.parse_model or context.model
-    else:
-        chosen = context.model
-    if chosen is None:
-        raise ConfigurationError(f"Branch {branch.id} has no {role} model configured")
-    return chosen
+        return branch.parse_model or context.model
+    return context.model
 
 
 async def apply_context_providers(

@@ -14,7 +14,7 @@ resumes that session.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import anyio
 
 from lionagi.operations._model_call import close_stream
-from lionagi.operations._prepare import instruction_for, model_for, text_instruction_for
+from lionagi.operations._prepare import instruction_for, text_instruction_for
 from lionagi.operations.act import act_batch
 from lionagi.operations.events import (
     MessageCommitted,
@@ -49,7 +49,6 @@ from lionagi.protocols.messages import (
     Message,
 )
 from lionagi.service._segmenter import Segmenter
-from lionagi.service.imodel import iModel
 from lionagi.service.types import (
     FinalChunk,
     ModelResponse,
@@ -156,15 +155,30 @@ class _RunTurn:
 
     async def items(self, scope: TurnScope) -> AsyncGenerator[_Item, None]:
         """The turn's items, one model call a round; holds no cancel scope across a yield."""
-        self.scope, branch = scope, self.branch
+        self.scope, branch, params = scope, self.branch, self.params
         self.uncommitted = (self.instruction,)
-        self.rounds_left = self.params.max_tool_rounds
-        model = model_for(scope, branch, self.params.chat_model)
+        self.rounds_left = params.max_tool_rounds
+        context, events = scope.context, self.events
+        model = params.chat_model  # model_for's choice, without its call
+        if model is None:
+            model = context.model
         self.native = native = model.supports_native_tools
         self.tools = branch.tools.schemas() if native and branch.has_tools else ()
-        context, events = scope.context, self.events
+        # one model call a round: its waits (the context providers, the opening, each chunk)
+        # are guarded where they are (see lionagi.operations.turn.stream_in_turn)
         while self.rounds_left >= 0:
-            chunks = await self.open_call(model)
+            session_id = params.session_id  # else the Branch's last session with the provider
+            chunks = await scope.stream_model(
+                branch,
+                model,
+                ask=self.instruction,
+                pending=self.uncommitted,
+                tools=self.tools,
+                session_id=(
+                    branch.resume_id(model.provider_name) if session_id is None else session_id
+                ),
+                options=params.request_options if params.options else None,
+            )
             segments = Segmenter(model)
             try:
                 async for chunk in chunks:
@@ -225,23 +239,6 @@ class _RunTurn:
         for response in responses:
             for item in self.handed_out(response):
                 yield item
-
-    def open_call(self, model: iModel) -> Awaitable[AsyncIterator[StreamChunk]]:
-        """Stream the model once, resuming the Branch's last CLI session with its provider
-        (awaiting it opens the call). Its waits (the context providers, the opening, each
-        chunk) are guarded where they are (see :func:`~lionagi.operations.turn.stream_in_turn`)."""
-        session_id = self.params.session_id
-        if session_id is None:
-            session_id = self.branch.resume_id(model.provider_name)
-        return self.scope.stream_model(
-            self.branch,
-            model,
-            ask=self.instruction,
-            pending=self.uncommitted,
-            tools=self.tools,
-            session_id=session_id,
-            options=self.params.request_options,
-        )
 
     def commit(self, message: Message) -> Iterator[_Item]:
         """Record ``message`` (after the instruction, for the first reply) and hand it out."""

@@ -1286,7 +1286,9 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         observer = turn.observer
         if observer is not None and observer.wants(RunStart):
             return self._first_item_after_start(turn)
-        return anext(self._open_items(turn))
+        # _open_items, without its frame
+        self._items = turn.context.stream_body = items = aiter(self.invoke(turn.scope))
+        return anext(items)
 
     async def _first_item_after_start(self, turn: _Turn) -> T:
         with guard(self.interrupt):

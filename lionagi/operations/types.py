@@ -134,7 +134,8 @@ class TurnExecutionContext:
 
     #: the turn's id as its 128-bit number (what the logs record; :attr:`turn_id` is the UUID)
     turn_number: int
-    model: iModel | None
+    #: the turn's model (the call's, else the Branch's for the operation's role)
+    model: iModel
     #: the native task that started the turn (see :attr:`owner_task`)
     owner: object = field(repr=False)
     phase: TurnPhase = "active"
@@ -167,7 +168,7 @@ class TurnExecutionContext:
     trace: Any = field(default=None, repr=False)
     _turn_uuid: UUID | None = field(default=None, repr=False)
 
-    def __init__(self, turn_number: int, model: iModel | None, owner: object) -> None:
+    def __init__(self, turn_number: int, model: iModel, owner: object) -> None:
         self.turn_number = turn_number
         self.model = model
         self.owner = owner
