@@ -708,51 +708,34 @@ def _is_turn_task(context: TurnExecutionContext) -> bool:
 
 
 # -- the top-level turn -----------------------------------------------------------------------
-class _Turn:
-    """One top-level turn between lock acquisition and release. Internal to this module."""
+class _TurnRecord:
+    """One top-level turn between lock acquisition and release: its state (set by
+    :meth:`_hold`) and what runs it. Internal to this module. Its fields are slots of the
+    concrete class: :class:`_Turn` for a coroutine turn, the stream's own driver for a stream
+    turn (one object less per stream)."""
 
-    __slots__ = (
-        "_released",
-        "branch",
-        "context",
-        "grouped",
-        "lock",
-        "observer",
-        "scope",
-        "started",
-    )
+    if not TYPE_CHECKING:  # the fields are the subclasses' slots (mypy takes them as declared)
+        __slots__ = ()
+    branch: Branch
+    context: TurnExecutionContext
+    lock: Any
+    grouped: bool  # whether its steps run in a task group (the body nests)
+    # the observer the turn starts with is the one told of its end: a Branch added to or
+    # removed from a Session meanwhile gets no terminal without its start, nor the reverse
+    observer: Observer | None
+    scope: TurnScope
+    started: float  # the turn's perf counter at its start (only told to that observer)
+    _released: bool
 
-    def __init__(
-        self, branch: Branch, context: TurnExecutionContext, lock: Any, grouped: bool
-    ) -> None:
-        self.branch = branch
+    def _hold(self, context: TurnExecutionContext, lock: Any, grouped: bool) -> None:
+        """Start the turn of ``context``, whose Branch's ``lock`` the caller holds."""
         self.context = context
         self.lock = lock
-        self.grouped = grouped  # whether its steps run in a task group (the body nests)
-        # the observer the turn starts with is the one told of its end: a Branch added to or
-        # removed from a Session meanwhile gets no terminal without its start, nor the reverse
-        self.observer = observer = branch.observer
+        self.grouped = grouped
+        self.observer = observer = self.branch.observer
         self.scope = _scope_of(context, True)
-        # the turn's duration is only told to that observer
         self.started = 0.0 if observer is None else time.perf_counter()
         self._released = False
-
-    @classmethod
-    async def begin(cls, branch: Branch, model: iModel | None, options: TurnOptions) -> _Turn:
-        lock = branch._turn_lock
-        loop, task, cancelled = running()
-        if cancelled or not lock.take_in(loop):  # taken at once when free (and not cancelled)
-            await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
-        return cls.holding(branch, model, options, lock, task)
-
-    @classmethod
-    def holding(
-        cls, branch: Branch, model: iModel | None, options: TurnOptions, lock: Any, task: object
-    ) -> _Turn:
-        """The turn of a caller (``task``, its native task) that holds ``branch``'s ``lock``:
-        its context is opened (on failure the lock is released)."""
-        context = _open_context(branch, model, options, lock, task)
-        return cls(branch, context, lock, options.get("nests", True))
 
     def step(
         self,
@@ -831,6 +814,44 @@ class _Turn:
             return
         self._released = True
         _close_context(self.branch, self.context, self.lock)
+
+
+class _Turn(_TurnRecord):
+    """A coroutine turn's :class:`_TurnRecord`."""
+
+    __slots__ = (
+        "_released",
+        "branch",
+        "context",
+        "grouped",
+        "lock",
+        "observer",
+        "scope",
+        "started",
+    )
+
+    def __init__(
+        self, branch: Branch, context: TurnExecutionContext, lock: Any, grouped: bool
+    ) -> None:
+        self.branch = branch
+        self._hold(context, lock, grouped)
+
+    @classmethod
+    async def begin(cls, branch: Branch, model: iModel | None, options: TurnOptions) -> _Turn:
+        lock = branch._turn_lock
+        loop, task, cancelled = running()
+        if cancelled or not lock.take_in(loop):  # taken at once when free (and not cancelled)
+            await lock.acquire()  # cancelled while waiting: nothing was created, nothing to undo
+        return cls.holding(branch, model, options, lock, task)
+
+    @classmethod
+    def holding(
+        cls, branch: Branch, model: iModel | None, options: TurnOptions, lock: Any, task: object
+    ) -> _Turn:
+        """The turn of a caller (``task``, its native task) that holds ``branch``'s ``lock``:
+        its context is opened (on failure the lock is released)."""
+        context = _open_context(branch, model, options, lock, task)
+        return cls(branch, context, lock, options.get("nests", True))
 
 
 def _send_start(
@@ -1079,31 +1100,40 @@ async def _run_one_frame(
     return value  # type: ignore[return-value]  # set whenever error is None
 
 
-class _StreamDriver(StreamConsumer, Generic[T]):
+class _StreamDriver(StreamConsumer, _TurnRecord, Generic[T]):
     """The state machine behind one :class:`TurnStream`. It holds no reference to the stream
     object, so dropping the stream frees it by reference counting and reports the abandonment.
 
     It is also its turn's :class:`StreamConsumer` record (the context's ``consumer`` while the
-    turn is open, cleared when it ends): one object less to build per stream."""
+    turn is open, cleared when it ends) and, once the turn began, its :class:`_TurnRecord`:
+    two objects less to build per stream."""
 
     __slots__ = (
+        "_begun",
         "_close_requested",
         "_closed",
         "_entry",
         "_items",
         "_loop",
         "_quick",
+        "_released",
         "_scope",
         "_task",
-        "_turn",
         "branch",
+        "context",
+        "grouped",
         "invoke",
+        "lock",
         "model",
+        "observer",
         "options",
+        "scope",
+        "started",
         "state",
     )
-    # set once the turn began (or, for a stream inside a turn, found its scope); None until then
-    _turn: _Turn | None
+    # whether the turn began (its _TurnRecord fields are set); a stream inside another turn
+    # never begins one (it finds that turn's scope)
+    _begun: bool
     _scope: TurnScope | None  # the nested scope, for a stream inside a turn
     _items: AsyncIterator[T] | None  # the body, started at the first item's step
     _loop: object  # the native event loop (lionagi._compat.current_loop's)
@@ -1137,7 +1167,8 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         self.interrupt = interrupt
         self._entry = _TOP_LEVEL
         # nothing yet (see the declarations above)
-        self._turn = self._loop = self._quick = self._task = None
+        self._begun = False
+        self._loop = self._quick = self._task = None
         self._scope = self._items = self._closed = None
 
     # -- iteration ------------------------------------------------------------------------
@@ -1236,16 +1267,17 @@ class _StreamDriver(StreamConsumer, Generic[T]):
     def _began(self, lock: Any, loop: object, task: object) -> DriverState:
         """The turn of ``task`` on ``loop`` (:func:`running`'s), holding ``lock`` (see
         :meth:`_Turn.holding`) and, for an ungrouped turn, the one step record (and binding) of
-        its quick steps."""
+                its quick steps."""
         self._loop = loop
         branch, options = self.branch, self.options
         context = _open_context(branch, self.model, options, lock, task)
         context.consumer = self
-        self._turn = begun = _Turn(branch, context, lock, options.get("nests", True))
-        if begun.grouped:
+        self._hold(context, lock, options.get("nests", True))
+        self._begun = True
+        if self.grouped:
             return _NOT_STARTED
         # the task id is set by each step (the consumer's task may change)
-        self._quick = (context, StepGroup(branch.id, begun.scope, None, 0, self.interrupt))
+        self._quick = (context, StepGroup(branch.id, self.scope, None, 0, self.interrupt))
         if _instrument.tracer is not None:
             return _NOT_STARTED
         self.state = _BETWEEN_STEPS
@@ -1281,23 +1313,21 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         body runs it in the step's cancel scope; a guarded body's RunStart handlers make
         guarded waits. Without RunStart to send, it is the body's own first step: no coroutine
         of its own between the consumer and the body."""
-        turn = self._turn
-        assert turn is not None
-        observer = turn.observer
+        observer = self.observer
         if observer is not None and observer.wants(RunStart):
-            return self._first_item_after_start(turn)
+            return self._first_item_after_start()
         # _open_items, without its frame
-        self._items = turn.context.stream_body = items = aiter(self.invoke(turn.scope))
+        self._items = self.context.stream_body = items = aiter(self.invoke(self.scope))
         return anext(items)
 
-    async def _first_item_after_start(self, turn: _Turn) -> T:
+    async def _first_item_after_start(self) -> T:
         with guard(self.interrupt):
-            await turn._emit_start()
-        return await anext(self._open_items(turn))
+            await self._emit_start()
+        return await anext(self._open_items())
 
-    def _open_items(self, turn: _Turn) -> AsyncIterator[T]:
+    def _open_items(self) -> AsyncIterator[T]:
         """Start the body (at the first item's step): its iterator, also the turn's."""
-        self._items = turn.context.stream_body = items = aiter(self.invoke(turn.scope))
+        self._items = self.context.stream_body = items = aiter(self.invoke(self.scope))
         return items
 
     async def _failed_step(self, error: BaseException | None) -> T:
@@ -1317,14 +1347,13 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         if state in (_FINALIZING, _CLOSED):
             raise StopAsyncIteration
         task_id = self.bind()
-        turn = self._turn
-        if turn is None:  # a stream nested in another turn
+        if not self._begun:  # a stream nested in another turn
             assert self._scope is not None
             return await self._next_nested(self._entry, self._scope)
         self.state = _IN_STEP
         self.joinable = False
         try:
-            outcome = await turn.step(
+            outcome = await self.step(
                 self._advance,
                 first=state is _NOT_STARTED,
                 ends_turn=False,
@@ -1354,13 +1383,12 @@ class _StreamDriver(StreamConsumer, Generic[T]):
             del outcome
 
     async def _advance(self) -> T:
-        assert self._turn is not None
-        context = self._turn.context
+        context = self.context
         if context.nested_tasks:  # calls that joined between items finish before the next one
             await _join_all(context.nested_tasks)
         items = self._items
         if items is None:
-            items = self._open_items(self._turn)
+            items = self._open_items()
         return await anext(items)
 
     async def _next_nested(self, entry: _Entry, scope: TurnScope) -> T:
@@ -1387,7 +1415,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
             self.state = _CLOSED
             self.closed = True
             return
-        if self._turn is None:  # nested in another turn: only the body is ours to close
+        if not self._begun:  # nested in another turn: only the body is ours to close
             self.state = _CLOSED
             with anyio.CancelScope(shield=True):
                 await _close_items(self._items)
@@ -1400,23 +1428,22 @@ class _StreamDriver(StreamConsumer, Generic[T]):
             self._closed = anyio.Event()
         if state is _IN_STEP:
             self._close_requested = True
-            step = self._turn.context.step_group
+            step = self.context.step_group
             if step is not None and step.cancel_scope is not None:
                 step.cancel_scope.cancel()
         binding = _active_turn_var.get()
-        if binding is not None and binding.scope.context is self._turn.context:
+        if binding is not None and binding.scope.context is self.context:
             return  # called from the turn's own work: waiting for the step would deadlock
         with anyio.CancelScope(shield=True):
             await self._closed.wait()
 
     async def _finish(self, outcome: StepOutcome[Any]) -> None:
-        turn = self._turn
-        assert turn is not None
+        assert self._begun
         self.state = _FINALIZING
         self.joinable = False
         self.closed = True
         try:
-            await turn.finish(outcome, None if self._items is None else self._close_items)
+            await self.finish(outcome, None if self._items is None else self._close_items)
         finally:
             self.state = _CLOSED
             self._items = None
@@ -1432,7 +1459,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         Called from ``__del__``, so it only schedules; if that loop has ended, the turn is
         released at once (nothing can be awaited any more, so no terminal signal is sent).
         """
-        if self.state is not _BETWEEN_STEPS or self._turn is None:
+        if self.state is not _BETWEEN_STEPS or not self._begun:
             if self.state is _NOT_STARTED:
                 self.state = _CLOSED
             self.closed = True
@@ -1442,7 +1469,7 @@ class _StreamDriver(StreamConsumer, Generic[T]):
         assert self._loop is not None
         if not spawn_threadsafe(self._loop, self.aclose):
             self.state = _CLOSED
-            self._turn.release()
+            self.release()
 
 
 async def _close_items(items: AsyncIterator[Any] | None) -> None:
