@@ -9,8 +9,9 @@ record a message before anyone sees it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from lionagi._textbuffer import TextBuffer
@@ -40,6 +41,12 @@ if TYPE_CHECKING:
     from lionagi.service.imodel import iModel
 
 __all__ = ["Segmenter"]
+
+
+# what a call that streams text alone never fills: shared, read-only (a write fails loudly)
+# empties until its first tool call, tool result or reasoning block
+_NO_CALLS: Mapping[int, _PendingCall] = MappingProxyType({})
+_NO_REQUESTS: Mapping[str, ActionRequest] = MappingProxyType({})
 
 
 @dataclass(slots=True)
@@ -85,10 +92,12 @@ class Segmenter:
         self._model = model
         self._text = TextBuffer()  # one growing buffer: nothing kept per delta
         self._texted = False  # some text of this call was committed
-        self._calls: dict[int, _PendingCall] = {}
-        self._requests: dict[str, ActionRequest] = {}  # committed this call, by call id
-        self._answered: set[str] = set()
-        self._reasoning: list[Reasoning] = []
+        # until first written, shared read-only empties: a call that streams text alone (the
+        # common reply) builds none of these
+        self._calls: Mapping[int, _PendingCall] = _NO_CALLS
+        self._requests: Mapping[str, ActionRequest] = _NO_REQUESTS  # committed, by call id
+        self._answered: Set[str] = frozenset()
+        self._reasoning: Sequence[Reasoning] = ()
         self._reasoned = False  # reasoning came as events, not only in the final response
         self._whole = model.provider.replays_raw_replies
         self.final: ModelResponse | None = None
@@ -129,7 +138,12 @@ class Segmenter:
 
     def _call_delta(self, chunk: ToolCallDelta) -> list[Message]:
         out = self._flush_text(None)
-        pending = self._calls.setdefault(chunk.index, _PendingCall())
+        calls = self._calls
+        if isinstance(calls, dict):
+            pending = calls.setdefault(chunk.index, _PendingCall())
+        else:
+            pending = _PendingCall()
+            self._calls = {chunk.index: pending}
         pending.id = chunk.id or pending.id
         pending.name = pending.name or chunk.name
         if chunk.arguments:
@@ -143,7 +157,11 @@ class Segmenter:
 
     def _reasoning_event(self, chunk: ReasoningEvent) -> list[Message]:
         self._reasoned = True
-        self._reasoning.append(chunk.reasoning)
+        reasoning = self._reasoning
+        if isinstance(reasoning, list):
+            reasoning.append(chunk.reasoning)
+        else:
+            self._reasoning = [chunk.reasoning]
         return []
 
     def _tool_result(self, chunk: ToolResultEvent) -> list[Message]:
@@ -154,7 +172,11 @@ class Segmenter:
                 f"a tool result for call {chunk.call_id!r} arrived before any tool call "
                 "with that id"
             )
-        self._answered.add(chunk.call_id)
+        answered = self._answered
+        if isinstance(answered, set):
+            answered.add(chunk.call_id)
+        else:
+            self._answered = {chunk.call_id}
         out.append(
             ActionResponse(
                 request_id=request.id,
@@ -177,7 +199,8 @@ class Segmenter:
         if text := self.unstreamed(response):
             self._text.write(text)  # a provider that sent no text deltas
         if not self._reasoned and not self._texted and response.reasoning:
-            self._reasoning.extend(response.reasoning)  # sent with no reasoning events
+            # sent with no reasoning events
+            self._reasoning = [*self._reasoning, *response.reasoning]
         return self._flush_text(response) + self._flush_calls(response)
 
     # -- whole replies: the final chunk is the reply, deltas are for live views only --------
@@ -236,7 +259,7 @@ class Segmenter:
         if not self._reasoning:
             return {}
         reasoning = tuple(self._reasoning)
-        self._reasoning.clear()
+        self._reasoning = ()
         return {"reasoning": reasoning}
 
     def _flush_calls(self, final: ModelResponse | None) -> list[Message]:
@@ -244,7 +267,7 @@ class Segmenter:
         parsed = {} if final is None else _by_id(final.tool_calls)
         out: list[Message] = self._flush_text(None, empty=True) if self._calls or parsed else []
         out.extend(self._gathered(index, parsed) for index in sorted(self._calls))
-        self._calls.clear()
+        self._calls = _NO_CALLS
         # calls of a provider that sent no tool-call deltas
         out.extend(
             self._request(call_id, call.name, dict(call.arguments), dict(call.provider_fields))
@@ -271,7 +294,11 @@ class Segmenter:
             raise self._protocol(f"tool call id {call_id!r} was used twice in one reply")
         extra: dict[str, Any] = {"provider_fields": fields} if fields else {}
         request = ActionRequest(call_id=call_id, function=name, arguments=arguments, **extra)
-        self._requests[call_id] = request
+        requests = self._requests
+        if isinstance(requests, dict):
+            requests[call_id] = request
+        else:
+            self._requests = {call_id: request}
         return request
 
     def _assemble(self, call_id: str, pending: _PendingCall) -> tuple[str, dict[str, Any]]:
