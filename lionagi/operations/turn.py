@@ -1265,9 +1265,9 @@ class _StreamDriver(StreamConsumer, _TurnRecord, Generic[T]):
             raise
 
     def _began(self, lock: Any, loop: object, task: object) -> DriverState:
-        """The turn of ``task`` on ``loop`` (:func:`running`'s), holding ``lock`` (see
-        :meth:`_Turn.holding`) and, for an ungrouped turn, the one step record (and binding) of
-                its quick steps."""
+        """Begin the turn of ``task`` on ``loop`` (:func:`running`'s), which holds ``lock``
+        (as :meth:`_Turn.holding` does) and, for an ungrouped turn, make the one step record
+        (also the binding) of its quick steps."""
         self._loop = loop
         branch, options = self.branch, self.options
         context = _open_context(branch, self.model, options, lock, task)
